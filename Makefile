@@ -1,0 +1,30 @@
+# Two entry points: `make test` and `make demo`. Both install into .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# torch is pinned to the CPU build that lies on this machine's disk when none is installed;
+# a looser range would pull a multi-GB CUDA build.
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+demo: install
+	$(VENV)/bin/autoglm generate "ROMEO:" --max-tokens 64
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The request lifecycle: queueing, KV blocks, scheduling and the engine step."""

@@ -1,0 +1,255 @@
+"""The engine: requests in, one scheduled forward pass per step, outputs back.
+
+Both the offline :class:`autoglm.llm.LLM` and the HTTP server drive this class.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import torch
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.block_manager import BlockManager
+from autoglm.engine.detokenizer import IncrementalDetokenizer
+from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
+from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.sequence import Sequence
+from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.outputs import RequestMetrics, RequestOutput
+from autoglm.runner.model_runner import TokenLogprobs
+from autoglm.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+Prompt = str | list[int]
+
+
+@dataclass
+class EngineStats:
+    """A snapshot of the engine's load and counters, for metrics and logs."""
+
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    num_preemptions: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+
+
+class LLMEngine:
+    """Continuous batching over a paged KV cache."""
+
+    def __init__(self, config: AutoGLMConfig, parts: EngineParts | None = None) -> None:
+        self.config = config
+        parts = parts or build_engine_parts(config)
+        self.model_path = parts.model_path
+        self.model_config = parts.model_config
+        self.tokenizer = parts.tokenizer
+        self.device = parts.device
+        self.max_context_len = parts.max_context_len
+        self.eos_token_ids = parts.eos_token_ids
+        self.runner = parts.runner
+        self.block_manager = BlockManager(
+            num_blocks=parts.num_blocks,
+            block_size=config.block_size,
+            enable_prefix_caching=config.enable_prefix_caching,
+            reserve_tokens_per_seq=None if config.use_paged_attention else self.max_context_len,
+        )
+        self.scheduler = Scheduler(
+            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill
+        )
+        self.requests: dict[str, RequestState] = {}
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+
+    @classmethod
+    def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":
+        return cls(config)
+
+    # ---- requests -------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
+                    arrival_time: float | None = None, priority: int = 0) -> None:
+        """Queue a request; bad input raises ValueError naming what is wrong and what is allowed."""
+        params = params or SamplingParams()
+        if request_id in self.requests:
+            raise ValueError(f"request id '{request_id}' is already in use")
+        prompt_text, token_ids = self._tokenize(prompt)
+        max_tokens = self._resolve_max_tokens(len(token_ids), params)
+        blocks = self.block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
+        if blocks > self.block_manager.num_blocks:
+            raise ValueError(
+                f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
+                f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
+            )
+        arrival = time.time() if arrival_time is None else arrival_time
+        seqs = [
+            Sequence(
+                request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
+                params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority,
+                generator=self._generator(params, index),
+            )
+            for index in range(params.n)
+        ]
+        state = RequestState(
+            request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
+            metrics=RequestMetrics(arrival_time=arrival),
+            completions=[
+                CompletionState(seq, IncrementalDetokenizer(self.tokenizer, token_ids, params),
+                                logprobs=[] if params.logprobs is not None else None)
+                for seq in seqs
+            ],
+            pending_children=seqs[1:],
+            prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
+        )
+        self.requests[request_id] = state
+        self.scheduler.add(seqs[0])
+        self.prompt_tokens_total += len(token_ids)
+
+    def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            token_ids = self.tokenizer.encode(prompt)
+            text: str | None = prompt
+        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
+            token_ids, text = list(prompt), None
+        else:
+            raise ValueError("prompt must be a string or a list of token ids")
+        if not token_ids:
+            raise ValueError("prompt is empty; give at least one token")
+        vocab = self.model_config.vocab_size
+        bad = [t for t in token_ids if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt token id {bad[0]} is out of range; token ids must be in [0, {vocab})")
+        return text, token_ids
+
+    def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
+        limit = self.max_context_len
+        if num_prompt_tokens >= limit:
+            raise ValueError(
+                f"the prompt has {num_prompt_tokens} tokens but this model's maximum context length is "
+                f"{limit} tokens, which leaves no room to generate"
+            )
+        if params.max_tokens is None:
+            return limit - num_prompt_tokens
+        if num_prompt_tokens + params.max_tokens > limit:
+            raise ValueError(
+                f"this model's maximum context length is {limit} tokens; however, you requested "
+                f"{num_prompt_tokens + params.max_tokens} tokens ({num_prompt_tokens} in the prompt, "
+                f"{params.max_tokens} in max_tokens); reduce the prompt or max_tokens"
+            )
+        return params.max_tokens
+
+    def _generator(self, params: SamplingParams, index: int) -> torch.Generator | None:
+        if params.seed is None:
+            return None
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(params.seed + index)
+        return generator
+
+    def abort_request(self, request_id: str) -> bool:
+        """Stop a request now and free its blocks; False if it is unknown or already done."""
+        state = self.requests.pop(request_id, None)
+        if state is None:
+            return False
+        for completion in state.completions:
+            if completion.finish_reason is None:
+                completion.finish_reason = "abort"
+            self.scheduler.finish(completion.seq)
+        state.metrics.finished_time = time.time()
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.requests)
+
+    def get_stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.block_manager.usage,
+            prefix_cache_queries=self.block_manager.prefix_cache_queries,
+            prefix_cache_hits=self.block_manager.prefix_cache_hits,
+            num_preemptions=self.scheduler.num_preemptions,
+            prompt_tokens_total=self.prompt_tokens_total,
+            generation_tokens_total=self.generation_tokens_total,
+        )
+
+    # ---- the step -------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one forward pass and return the requests that made progress."""
+        batch = self.scheduler.schedule()
+        if not batch.seqs:
+            return []
+        result = self.runner.execute(batch.seqs, batch.num_new_tokens)
+        now = time.time()
+        touched: dict[str, RequestState] = {}
+        for seq, num_new in zip(batch.seqs, batch.num_new_tokens):
+            seq.num_computed_tokens += num_new
+            self.block_manager.cache_full_blocks(seq)
+            state = self.requests[seq.request_id]
+            if state.metrics.first_scheduled_time is None:
+                state.metrics.first_scheduled_time = now
+            touched[seq.request_id] = state
+        for seq, entries in result.prompt_logprobs.items():
+            state = self.requests[seq.request_id]
+            state.prompt_logprobs.extend(to_position_logprobs(e, self.tokenizer) for e in entries)
+        for seq, sampled in result.sampled.items():
+            state = self.requests[seq.request_id]
+            if seq.index == 0 and state.pending_children:
+                self._start_children(state)
+            self._append_token(state, state.completions[seq.index], sampled, now)
+        outputs = [state.to_output() for state in touched.values()]
+        for output in outputs:
+            if output.finished:
+                del self.requests[output.request_id]
+        return outputs
+
+    def _start_children(self, state: RequestState) -> None:
+        """n > 1: the other completions reuse the first one's prompt blocks instead of recomputing them."""
+        parent = state.completions[0].seq
+        shareable = (parent.num_prompt_tokens - 1) // self.block_manager.block_size
+        for child in state.pending_children:
+            if self.config.use_paged_attention and shareable:
+                self.block_manager.share_prefix(parent, child, shareable)
+            self.scheduler.add(child)
+        state.pending_children = []
+
+    def _append_token(self, state: RequestState, completion: CompletionState, sampled: TokenLogprobs,
+                      now: float) -> None:
+        seq, params = completion.seq, state.params
+        token_id = sampled.token_id
+        seq.token_ids.append(token_id)
+        self.generation_tokens_total += 1
+        if state.metrics.first_token_time is None:
+            state.metrics.first_token_time = now
+        state.metrics.last_token_time = now
+        if completion.logprobs is not None:
+            completion.logprobs.append(to_position_logprobs(sampled, self.tokenizer))
+            completion.cumulative_logprob += sampled.logprob
+        stop_string = completion.detokenizer.add_tokens([token_id])
+        reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
+        if reason is not None:
+            completion.finish_reason, completion.stop_reason = reason, stop_reason
+            self.scheduler.finish(seq)
+            if state.finished:
+                state.metrics.finished_time = now
+        completion.text += completion.detokenizer.take_delta(finished=reason is not None)
+
+    def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
+                       stop_string: str | None) -> tuple[str | None, str | int | None]:
+        if seq.num_output_tokens >= params.min_tokens:
+            if token_id in params.stop_token_ids:
+                return "stop", token_id
+            if token_id in self.eos_token_ids and not params.ignore_eos:
+                return "stop", None
+            if stop_string is not None:
+                return "stop", stop_string
+        if seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= self.max_context_len:
+            return "length", None
+        return None, None

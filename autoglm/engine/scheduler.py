@@ -1,0 +1,122 @@
+"""Iteration-level scheduling: which sequences run in the next step, and how many tokens each.
+
+Each step has a token budget (``max_num_batched_tokens``) and a sequence cap
+(``max_num_seqs``). Running sequences go first (a decode costs one token; a prompt being
+read in chunks takes what budget remains), then waiting ones are admitted in priority
+order. When a running sequence needs a block and none is free, the lowest-priority, most
+recently arrived running sequence is preempted: its blocks are freed and it is recomputed
+later.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from autoglm.engine.block_manager import BlockManager
+from autoglm.engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass
+class ScheduledBatch:
+    """The work of one engine step."""
+
+    seqs: list[Sequence] = field(default_factory=list)
+    num_new_tokens: list[int] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.num_new_tokens)
+
+    def add(self, seq: Sequence, num_new_tokens: int) -> None:
+        self.seqs.append(seq)
+        self.num_new_tokens.append(num_new_tokens)
+
+
+class Scheduler:
+    """Keeps the waiting and running queues, both sorted by :attr:`Sequence.queue_key`."""
+
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        enable_chunked_prefill: bool = True,
+    ) -> None:
+        self.block_manager = block_manager
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+
+    @property
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def add(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.WAITING
+        bisect.insort(self.waiting, seq, key=lambda s: s.queue_key)
+
+    def finish(self, seq: Sequence) -> None:
+        """Remove a sequence for good (finished or aborted) and release its blocks."""
+        queue = self.running if seq.status is SequenceStatus.RUNNING else self.waiting
+        if seq in queue:
+            queue.remove(seq)
+        seq.status = SequenceStatus.FINISHED
+        self.block_manager.free(seq)
+
+    def schedule(self) -> ScheduledBatch:
+        batch = ScheduledBatch()
+        budget = self.max_num_batched_tokens
+        index = 0
+        while index < len(self.running) and budget > 0:
+            seq = self.running[index]
+            num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            if self._allocate_or_preempt(seq, num_new, batch):
+                batch.add(seq, num_new)
+                budget -= num_new
+                index += 1
+        if not batch.preempted:
+            self._admit_waiting(batch, budget)
+        return batch
+
+    def _allocate_or_preempt(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> bool:
+        """Find blocks for ``seq`` by preempting from the back of the running queue; False if ``seq`` itself went."""
+        while not self.block_manager.allocate(seq, num_new):
+            victim = self.running[-1]
+            self._preempt(victim)
+            batch.preempted.append(victim)
+            if victim is seq:
+                return False
+        return True
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.block_manager.free(seq)
+        seq.num_computed_tokens = 0
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.add(seq)
+
+    def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            is_fresh = not seq.block_table
+            cached = self.block_manager.find_cached_prefix(seq) if is_fresh else []
+            remaining = seq.num_tokens - seq.num_computed_tokens - len(cached) * self.block_manager.block_size
+            if not self.enable_chunked_prefill and remaining > budget:
+                break
+            num_new = min(remaining, budget)
+            if not self.block_manager.allocate(seq, num_new, cached):
+                break
+            if is_fresh and seq.params.prompt_logprobs is None and self.block_manager.enable_prefix_caching:
+                self.block_manager.record_prefix_lookup(seq.num_tokens, len(cached))
+            if seq.num_preemptions == 0 and seq.num_cached_tokens == 0:
+                seq.num_cached_tokens = seq.num_computed_tokens
+            self.waiting.pop(0)
+            seq.status = SequenceStatus.RUNNING
+            bisect.insort(self.running, seq, key=lambda s: s.queue_key)
+            batch.add(seq, num_new)
+            budget -= num_new

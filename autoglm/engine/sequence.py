@@ -1,0 +1,71 @@
+"""A sequence: the unit the scheduler and block manager work on (a request has n of them)."""
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+
+import torch
+
+from autoglm.sampling_params import SamplingParams
+
+_sequence_counter = itertools.count()
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One prompt and its growing continuation, with the KV blocks that hold its context.
+
+    ``token_ids`` holds prompt then output tokens; ``num_computed_tokens`` of them have K/V
+    in the cache. After a preemption the count drops to zero and the whole sequence is
+    recomputed (its output so far is kept).
+    """
+
+    request_id: str
+    index: int  # which of the request's n completions
+    token_ids: list[int]
+    num_prompt_tokens: int
+    params: SamplingParams
+    max_tokens: int  # resolved against the context length
+    arrival_time: float
+    priority: int = 0
+    generator: torch.Generator | None = None
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_computed_tokens: int = 0
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
+    block_table: list[int] = field(default_factory=list)
+    block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
+    num_published_blocks: int = 0  # leading blocks already offered to the prefix cache
+    num_preemptions: int = 0
+    seq_id: int = field(default_factory=lambda: next(_sequence_counter))
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.token_ids[: self.num_prompt_tokens]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    @property
+    def queue_key(self) -> tuple[int, float, int]:
+        """Lower sorts first: priority value, then arrival, then creation order."""
+        return (self.priority, self.arrival_time, self.seq_id)

@@ -1,0 +1,84 @@
+"""Everything an engine needs before its first step: device, weights, tokenizer, KV pool."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from autoglm.model_paths import resolve_model_path
+from autoglm.config import AutoGLMConfig
+from autoglm.models import ModelConfig, load_model, resolve_dtype
+from autoglm.platforms import device_memory, resolve_device
+from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
+from autoglm.runner.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EngineParts:
+    model_path: Path
+    model_config: ModelConfig
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    max_context_len: int
+    eos_token_ids: set[int]
+    num_blocks: int
+    runner: ModelRunner
+
+
+def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer) -> set[int]:
+    """End-of-sequence ids from the model config, generation_config.json and the tokenizer."""
+    ids = set(model_config.eos_token_ids)
+    generation_config = model_path / "generation_config.json"
+    if generation_config.exists():
+        eos = json.loads(generation_config.read_text()).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids
+
+
+def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.device,
+                max_context_len: int) -> int:
+    per_block = bytes_per_block(model, config.block_size, dtype)
+    memory = device_memory(device)
+    budget = config.kv_cache_bytes(memory[1] if memory else None)
+    if budget is None:
+        full_need = config.max_num_seqs * -(-max_context_len // config.block_size) * per_block
+        budget = default_kv_bytes(memory[0] if memory else None, full_need)
+    num_blocks = budget // per_block
+    if num_blocks < 1:
+        raise ValueError(f"kv_cache_memory of {budget} bytes holds no block; one block needs {per_block} bytes")
+    return num_blocks
+
+
+def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
+    if config.num_threads is not None:
+        torch.set_num_threads(config.num_threads)
+    if not config.enable_chunked_prefill and config.max_num_batched_tokens < config.max_context_len:
+        raise ValueError(
+            f"with enable_chunked_prefill off, max_num_batched_tokens ({config.max_num_batched_tokens}) must be "
+            f"at least max_context_len ({config.max_context_len}) so that any prompt fits in one step"
+        )
+    device = resolve_device(config.device)
+    model_path = resolve_model_path(config.model)
+    model_config = ModelConfig.from_pretrained(model_path)
+    dtype = resolve_dtype(config.dtype, model_config)
+    torch.manual_seed(config.seed)
+    model, model_config = load_model(model_path, dtype, device)
+    tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or model_path))
+    max_context_len = config.max_context_len
+    if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:
+        max_context_len = model_config.max_position_embeddings
+        logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
+    eos_token_ids = collect_eos_token_ids(model_path, model_config, tokenizer)
+    num_blocks = _num_blocks(config, model, dtype, device, max_context_len)
+    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size, eos_token_ids)
+    return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,
+                       num_blocks, runner)

@@ -1,0 +1,88 @@
+"""The offline facade: ``LLM(model=...).generate(prompts, params)``."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence as SequenceABC
+
+from tqdm.auto import tqdm
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.llm_engine import LLMEngine, Prompt
+from autoglm.outputs import RequestOutput
+from autoglm.sampling_params import SamplingParams
+
+
+def _as_prompt_list(prompts: Prompt | SequenceABC[Prompt]) -> list[Prompt]:
+    """One prompt (text or token ids) or many, always as a list."""
+    if isinstance(prompts, str):
+        return [prompts]
+    prompts = list(prompts)
+    if prompts and all(isinstance(t, int) for t in prompts):
+        return [prompts]
+    return prompts
+
+
+class LLM:
+    """Runs batches of prompts to completion through one :class:`LLMEngine`.
+
+    Every :class:`AutoGLMConfig` field is accepted as a keyword.
+    """
+
+    def __init__(self, model: str | None = None, **settings) -> None:
+        self.config = AutoGLMConfig(model=model, **settings)
+        self.engine = LLMEngine(self.config)
+        self._request_counter = itertools.count()
+
+    @classmethod
+    def from_config(cls, config: AutoGLMConfig) -> "LLM":
+        llm = cls.__new__(cls)
+        llm.config = config
+        llm.engine = LLMEngine(config)
+        llm._request_counter = itertools.count()
+        return llm
+
+    def get_tokenizer(self):
+        return self.engine.tokenizer
+
+    def generate(
+        self,
+        prompts: Prompt | SequenceABC[Prompt],
+        sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+        priority: SequenceABC[int] | None = None,
+    ) -> list[RequestOutput]:
+        """Generate for every prompt; outputs come back in input order."""
+        prompt_list = _as_prompt_list(prompts)
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            params_list = [sampling_params or SamplingParams()] * len(prompt_list)
+        else:
+            params_list = list(sampling_params)
+            if len(params_list) != len(prompt_list):
+                raise ValueError(
+                    f"got {len(params_list)} SamplingParams for {len(prompt_list)} prompts; give one, or one per prompt"
+                )
+        priorities = list(priority) if priority is not None else [0] * len(prompt_list)
+        request_ids = []
+        try:
+            for prompt, params, prio in zip(prompt_list, params_list, priorities):
+                request_id = str(next(self._request_counter))
+                self.engine.add_request(request_id, prompt, params, priority=prio)
+                request_ids.append(request_id)
+            return self._run(request_ids, use_tqdm)
+        finally:
+            for request_id in request_ids:
+                self.engine.abort_request(request_id)
+
+    def _run(self, request_ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
+        finished: dict[str, RequestOutput] = {}
+        with tqdm(total=len(request_ids), desc="generate", unit="req", disable=not use_tqdm) as bar:
+            while len(finished) < len(request_ids):
+                for output in self.engine.step():
+                    if output.finished:
+                        finished[output.request_id] = output
+                        bar.update(1)
+        return [finished[request_id] for request_id in request_ids]
+
+
+class OpenAutoGLM(LLM):
+    """The project's original entry point: ``OpenAutoGLM.from_config(AutoGLMConfig(...))``."""

@@ -1,0 +1,1 @@
+"""Turns a scheduled batch into tensors, runs the model and samples."""
