@@ -1,0 +1,356 @@
+"""The engine's one validated settings object.
+
+Settings come from a file (YAML, JSON or TOML), then ``AUTOGLM_<SETTING>`` environment
+variables, then arguments such as CLI flags; each layer overrides the one before. Every bad
+value is reported as a `ConfigError` naming where it came from and what is allowed, so a user
+never has to read a validation traceback to fix a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from types import NoneType
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ENV_PREFIX = "AUTOGLM_"
+# Variables that share the prefix but are read elsewhere, so they are not settings.
+NON_SETTING_ENV_VARS = frozenset({"AUTOGLM_HOME", "AUTOGLM_LOG_LEVEL"})
+# Other engines' names for our settings, accepted so their config files carry over.
+SETTING_ALIASES = {"max_model_len": "max_context_len"}
+ARGUMENT_SOURCE = "arguments"
+
+_DTYPE_ALIASES = {
+    "fp32": "float32",
+    "float": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "half": "float16",
+}
+_DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_BYTE_SIZE_PATTERN = re.compile(r"(?P<number>\d+(\.\d*)?|\.\d+)\s*(?P<unit>[a-z]*)", re.IGNORECASE)
+_FRACTION_PATTERN = re.compile(r"\d+\.\d*|\.\d+")
+_KV_CACHE_MEMORY_EXPECTED = (
+    "expected 'auto', a byte count (4096, '512MiB', '2GiB', '1.5GB') "
+    "or a fraction of device memory greater than 0 and at most 1 (0.9)"
+)
+_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+_BOUND_SYMBOLS = {"ge": ">=", "gt": ">", "le": "<="}
+_KIND_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", NoneType: "null"}
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or has a value the engine cannot use."""
+
+
+def parse_byte_size(text: str) -> int:
+    """Turn a size like '2GiB', '1.5 GB' or '4096' into bytes (KiB = 1024 B, KB = 1000 B)."""
+    match = _BYTE_SIZE_PATTERN.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"cannot read {text!r} as a size; expected a number and a unit, like '2GiB' or '4096'")
+    unit = match["unit"].lower()
+    if unit not in _BYTE_UNITS:
+        allowed = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+        raise ConfigError(f"unknown size unit {match['unit']!r} in {text!r}; allowed units: {allowed}")
+    size = Decimal(match["number"]) * _BYTE_UNITS[unit]
+    if size != size.to_integral_value():
+        raise ConfigError(f"{text!r} is not a whole number of bytes")
+    return int(size)
+
+
+class AutoGLMConfig(BaseModel):
+    """Every setting of the engine and server, validated once where it is read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(
+        None, description="Checkpoint folder in Hugging Face format; None means the embedded default model."
+    )
+    tokenizer: str | None = Field(None, description="Tokenizer folder; None means the model folder.")
+    served_model_name: str | None = Field(None, description="Model name the API reports; None means the model's.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weight and activation dtype; also accepts fp32, float, bf16, fp16 and half."
+    )
+    device: str = Field(
+        "auto", description="'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is checked later."
+    )
+    block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.")
+    max_context_len: int = Field(
+        8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len."
+    )
+    kv_cache_memory: str | int | float = Field(
+        "auto",
+        description=(
+            "KV cache budget: 'auto' lets the engine choose; a byte count or size such as '2GiB' is stored "
+            "as bytes; a float in (0, 1] is a fraction of accelerator memory."
+        ),
+    )
+    use_paged_attention: bool = Field(
+        True, description="False reserves each sequence's whole context up front, for comparison."
+    )
+    max_num_seqs: int = Field(64, ge=1, description="Most sequences running in one step.")
+    max_num_batched_tokens: int = Field(2048, ge=1, description="Most tokens in one forward pass.")
+    # Declared after use_paged_attention: its validator reads that already-validated value.
+    enable_prefix_caching: bool = Field(
+        True,
+        validate_default=True,
+        description="Reuse cached KV blocks of shared prompt prefixes; always off without paged attention.",
+    )
+    enable_chunked_prefill: bool = Field(True, description="Split long prompts across steps.")
+    num_threads: int | None = Field(None, ge=1, description="CPU threads for torch; None keeps torch's choice.")
+    seed: int = Field(0, description="Seed for requests that do not give their own.")
+    host: str = Field("127.0.0.1", description="Address the server listens on.")
+    port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.")
+    max_waiting_requests: int = Field(256, ge=1, description="Queued requests beyond which the server answers 429.")
+    request_timeout_s: float = Field(600.0, gt=0, description="Seconds before an unfinished request is aborted.")
+    drain_timeout_s: float = Field(30.0, ge=0, description="Seconds a stopping server lets running requests finish.")
+    log_stats_interval_s: float = Field(10.0, gt=0, description="Seconds between engine statistics log lines.")
+
+    def __init__(self, /, **data: Any) -> None:
+        """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
+        settings = _SourcedSettings()
+        settings.add_layer((key, value, ARGUMENT_SOURCE) for key, value in data.items())
+        self._validate_into_self(settings)
+
+    def _validate_into_self(self, settings: _SourcedSettings) -> None:
+        """Validate `settings` into this instance, blaming each bad value on the layer it came from."""
+        try:
+            super().__init__(**settings.values)
+        except ValidationError as error:
+            raise ConfigError("\n".join(_explain(error, settings.sources))) from None
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Names of all settings, in declaration order (the CLI builds its flags from them)."""
+        return tuple(cls.model_fields)
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        overrides: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> AutoGLMConfig:
+        """Read settings from a file, then let environment variables and overrides replace them."""
+        return cls.from_sources(path, overrides, env)
+
+    @classmethod
+    def from_sources(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> AutoGLMConfig:
+        """Merge an optional file, AUTOGLM_* variables of `env` (default os.environ) and overrides.
+
+        Later layers win; None values in `overrides` mean "not given" (an unset CLI flag).
+        """
+        settings = _SourcedSettings()
+        if path is not None:
+            source = str(path)
+            settings.add_layer((key, value, source) for key, value in _read_settings_file(Path(path)).items())
+        settings.add_layer(_env_settings(os.environ if env is None else env))
+        settings.add_layer(
+            (key, value, ARGUMENT_SOURCE) for key, value in (overrides or {}).items() if value is not None
+        )
+        # Not cls(**values): __init__ would blame every bad value on the arguments.
+        config = cls.__new__(cls)
+        config._validate_into_self(settings)
+        return config
+
+    def kv_cache_bytes(self, total_device_bytes: int | None) -> int | None:
+        """The KV cache budget in bytes, or None to let the engine size it.
+
+        `total_device_bytes` is the accelerator's memory, None on the CPU, where a fraction has
+        nothing to be a fraction of.
+        """
+        if self.kv_cache_memory == "auto":
+            return None
+        if isinstance(self.kv_cache_memory, int):
+            return self.kv_cache_memory
+        if total_device_bytes is None:
+            raise ConfigError(
+                f"kv_cache_memory: a fraction ({self.kv_cache_memory}) needs a device that reports its memory "
+                "size, and this one does not; give a size such as '4GiB' instead"
+            )
+        return int(self.kv_cache_memory * total_device_bytes)
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _canonical_dtype(cls, value: object) -> object:
+        if isinstance(value, str):
+            name = value.strip().lower()
+            return _DTYPE_ALIASES.get(name, name)
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, device: str) -> str:
+        if _DEVICE_PATTERN.fullmatch(device) is None:
+            raise ValueError("expected 'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'")
+        return device
+
+    @field_validator("kv_cache_memory", mode="before")
+    @classmethod
+    def _kv_cache_budget(cls, value: object) -> str | int | float:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.lower() == "auto":
+                return "auto"
+            # A unitless decimal ("0.9", as environment variables spell floats) is a fraction.
+            value = float(text) if _FRACTION_PATTERN.fullmatch(text) else parse_byte_size(text)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        if isinstance(value, float) and 0 < value <= 1:
+            return value
+        raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
+
+    @field_validator("enable_prefix_caching")
+    @classmethod
+    def _prefix_caching_needs_paging(cls, enabled: bool, info: ValidationInfo) -> bool:
+        # Without blocks there is nothing to share between requests.
+        return enabled and info.data.get("use_paged_attention", True)
+
+
+@dataclass
+class _SourcedSettings:
+    """Values by setting name, each remembering where it came from for error messages."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def add_layer(self, entries: Iterable[tuple[Any, Any, str]]) -> None:
+        """Add (key, value, source) entries over earlier layers; within a layer each setting may appear once."""
+        first_seen: dict[str, tuple[Any, str]] = {}
+        for key, value, source in entries:
+            name = _setting_name(key, source)
+            if name in first_seen:
+                earlier_key, earlier_source = first_seen[name]
+                raise ConfigError(
+                    f"setting '{name}' is given twice: as {earlier_key!r} in {earlier_source} "
+                    f"and as {key!r} in {source}; give it once"
+                )
+            first_seen[name] = (key, source)
+            self.values[name] = value
+            self.sources[name] = source
+
+
+def _setting_name(key: Any, source: str) -> str:
+    """The field name `key` stands for, or an error suggesting the closest real one."""
+    name = SETTING_ALIASES.get(key, key)
+    if name in AutoGLMConfig.model_fields:
+        return name
+    valid = AutoGLMConfig.field_names()
+    close = difflib.get_close_matches(str(key).lower(), valid + tuple(SETTING_ALIASES), n=1)
+    suggestion = f"; did you mean '{close[0]}'?" if close else "."
+    raise ConfigError(f"unknown setting {key!r} in {source}{suggestion} Valid settings: {', '.join(valid)}")
+
+
+def _env_settings(env: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """(key, value, source) for each AUTOGLM_* variable that names a setting."""
+    for variable, value in sorted(env.items()):
+        if variable.startswith(ENV_PREFIX) and variable not in NON_SETTING_ENV_VARS:
+            yield variable.removeprefix(ENV_PREFIX).lower(), value, f"environment variable {variable}"
+
+
+def _read_settings_file(path: Path) -> dict[Any, Any]:
+    """The top-level mapping of a YAML, JSON or TOML file, chosen by suffix."""
+    suffix = path.suffix.lower()
+    if suffix not in _FILE_SUFFIXES:
+        raise ConfigError(
+            f"cannot read settings from {path}: unknown file type {path.suffix!r}; allowed: {', '.join(_FILE_SUFFIXES)}"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"settings file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read settings file {path}: {error}") from None
+    try:
+        if suffix == ".json":
+            data = json.loads(text)
+        elif suffix == ".toml":
+            data = tomllib.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(f"malformed settings file {path}: {_syntax_problem(error)}") from None
+    if data is None:  # an empty YAML file, or one holding only comments
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"settings file {path} must hold a mapping of setting names to values at the top level, "
+            f"not {type(data).__name__}"
+        )
+    return data
+
+
+def _syntax_problem(error: Exception) -> str:
+    """The parser's complaint, led by the line where the parser gives one."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"line {error.lineno}, column {error.colno}: {error.msg}"
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return str(error)  # tomllib already writes the line into its message
+
+
+def _explain(error: ValidationError, sources: Mapping[str, str]) -> list[str]:
+    """One line per bad setting: its name, the value, where it came from and what is allowed."""
+    return [_explain_problem(problem, sources) for problem in error.errors()]
+
+
+def _explain_problem(problem: ErrorDetails, sources: Mapping[str, str]) -> str:
+    name = str(problem["loc"][0])
+    if problem["type"] == "value_error":  # raised by our own validators, already worded for a user
+        reason = str(problem["ctx"]["error"])
+    else:
+        reason = "expected " + _expectation(AutoGLMConfig.model_fields[name])
+    return f"{name}: got {problem['input']!r} from {sources[name]}; {reason}"
+
+
+def _expectation(info: FieldInfo) -> str:
+    """What a field accepts, in words, read from its type and bounds."""
+    if get_origin(info.annotation) is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in get_args(info.annotation))
+    kinds = get_args(info.annotation) or (info.annotation,)
+    words = [_KIND_WORDS[kind] for kind in kinds]
+    words[0] += _bounds(info.metadata)
+    return " or ".join(words)
+
+
+def _bounds(metadata: list[Any]) -> str:
+    """A field's numeric limits in words, e.g. ' between 1 and 256' or ' > 0'."""
+    limits = {name: getattr(rule, name) for rule in metadata for name in _BOUND_SYMBOLS if hasattr(rule, name)}
+    if limits.keys() == {"ge", "le"}:
+        return f" between {limits['ge']} and {limits['le']}"
+    return "".join(f" {symbol} {limits[name]}" for name, symbol in _BOUND_SYMBOLS.items() if name in limits)
