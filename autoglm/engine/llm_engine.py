@@ -146,7 +146,7 @@ class LLMEngine:
         if params.seed is None:
             return None
         generator = torch.Generator(device=self.device)
-        generator.manual_seed(params.seed + index)
+        generator.manual_seed((params.seed + index) % 2**64)  # n > 1: each completion its own stream
         return generator
 
     def abort_request(self, request_id: str) -> bool:

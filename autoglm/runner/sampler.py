@@ -1,0 +1,237 @@
+"""Turns a batch of logits into next tokens, each row under its own request's settings.
+
+Every stage runs on the whole batch at once and is skipped when no row uses it, so an
+all-greedy batch without penalties costs one argmax.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from autoglm.sampling_params import SamplingParams
+
+
+@dataclass
+class SamplingBatch:
+    """Per-row sampling settings as tensors, built once per step.
+
+    A stage's tensor is None when no row needs that stage. Rows that do not use a stage hold
+    its neutral value (temperature 1, top_k = vocab size, top_p 1, min_p 0, penalty 1 or 0).
+    """
+
+    num_rows: int
+    vocab_size: int
+    all_greedy: bool
+    greedy: torch.Tensor | None  # [N] bool; None when no row is greedy
+    temperature: torch.Tensor | None  # [N] float
+    top_k: torch.Tensor | None  # [N] long
+    top_p: torch.Tensor | None  # [N] float
+    min_p: torch.Tensor | None  # [N] float
+    repetition_penalty: torch.Tensor | None  # [N] float
+    seen_token_mask: torch.Tensor | None  # [N, V] bool: in the prompt or the output so far
+    frequency_penalty: torch.Tensor | None  # [N] float
+    presence_penalty: torch.Tensor | None  # [N] float
+    output_token_counts: torch.Tensor | None  # [N, V] float
+    min_tokens_ban: tuple[torch.Tensor, torch.Tensor] | None  # (rows, token ids) to mask out
+    generators: dict[int, torch.Generator]  # sampled rows that own their randomness
+    max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
+
+    @classmethod
+    def build(
+        cls,
+        params: list[SamplingParams],
+        prompt_token_ids: list[list[int]],
+        output_token_ids: list[list[int]],
+        generators: list[torch.Generator | None],
+        eos_token_ids: set[int],
+        vocab_size: int,
+        device: torch.device,
+    ) -> "SamplingBatch":
+        num_rows = len(params)
+        lengths = (len(prompt_token_ids), len(output_token_ids), len(generators))
+        if lengths != (num_rows,) * 3:
+            raise ValueError(
+                f"prompt_token_ids, output_token_ids and generators must each have one entry per "
+                f"params ({num_rows}), got {lengths[0]}, {lengths[1]} and {lengths[2]}"
+            )
+
+        sampled = [not p.greedy for p in params]
+
+        def per_row(
+            values: list[float],
+            neutral: float,
+            dtype: torch.dtype = torch.float32,
+            only_sampled: bool = False,
+        ) -> torch.Tensor | None:
+            """One setting as a row tensor, or None when every row holds its neutral value.
+            With ``only_sampled`` greedy rows get the neutral value: the setting only shapes a draw."""
+            if only_sampled:
+                values = [value if s else neutral for value, s in zip(values, sampled)]
+            if all(value == neutral for value in values):
+                return None
+            return torch.tensor(values, dtype=dtype, device=device)
+
+        repetition_penalty = per_row([p.repetition_penalty for p in params], 1.0)
+        frequency_penalty = per_row([p.frequency_penalty for p in params], 0.0)
+        presence_penalty = per_row([p.presence_penalty for p in params], 0.0)
+        top_k = [min(p.top_k, vocab_size) if p.top_k > 0 else vocab_size for p in params]
+        seen_token_mask = output_token_counts = None
+        if repetition_penalty is not None:
+            seen = [prompt + output for prompt, output in zip(prompt_token_ids, output_token_ids)]
+            seen_token_mask = _token_counts(seen, vocab_size, device) > 0
+        if frequency_penalty is not None or presence_penalty is not None:
+            output_token_counts = _token_counts(output_token_ids, vocab_size, device)
+        return cls(
+            num_rows=num_rows,
+            vocab_size=vocab_size,
+            all_greedy=not any(sampled),
+            greedy=None if all(sampled) else torch.tensor([not s for s in sampled], device=device),
+            temperature=per_row([p.temperature for p in params], 1.0, only_sampled=True),
+            top_k=per_row(top_k, vocab_size, torch.long, only_sampled=True),
+            top_p=per_row([p.top_p for p in params], 1.0, only_sampled=True),
+            min_p=per_row([p.min_p for p in params], 0.0, only_sampled=True),
+            repetition_penalty=repetition_penalty,
+            seen_token_mask=seen_token_mask,
+            frequency_penalty=frequency_penalty,
+            presence_penalty=presence_penalty,
+            output_token_counts=output_token_counts,
+            min_tokens_ban=_min_tokens_ban(params, output_token_ids, eos_token_ids, vocab_size, device),
+            generators={row: g for row, (g, s) in enumerate(zip(generators, sampled)) if s and g is not None},
+            max_num_logprobs=max((p.logprobs for p in params if p.logprobs is not None), default=None),
+        )
+
+
+@dataclass
+class SamplerOutput:
+    """One sampled token per row, with log-probs of the model's own distribution."""
+
+    token_ids: torch.Tensor  # [N] long
+    logprobs: torch.Tensor  # [N] float32, of the sampled token under the raw logits
+    top_token_ids: torch.Tensor | None  # [N, K] long, K = batch.max_num_logprobs
+    top_logprobs: torch.Tensor | None  # [N, K] float32, descending
+
+
+class Sampler:
+    """Applies each row's constraints and penalties to the logits, then picks its token.
+
+    Log-probs come from the unmodified logits, as vLLM reports them: they describe what the
+    model predicted, not the distribution the settings reshaped.
+    """
+
+    def __call__(self, logits: torch.Tensor, batch: SamplingBatch) -> SamplerOutput:
+        if logits.shape != (batch.num_rows, batch.vocab_size):
+            raise ValueError(
+                f"logits must have shape [{batch.num_rows}, {batch.vocab_size}] to match the sampling "
+                f"batch, got {list(logits.shape)}"
+            )
+        logits = logits.float()
+        log_normaliser = logits.logsumexp(dim=-1)
+        top_token_ids = top_logprobs = None
+        if batch.max_num_logprobs is not None:
+            top_values, top_token_ids = logits.topk(min(batch.max_num_logprobs, batch.vocab_size), dim=-1)
+            top_logprobs = top_values - log_normaliser.unsqueeze(1)
+        token_ids = _sample(_apply_penalties(_apply_min_tokens(logits, batch), batch), batch)
+        logprobs = logits.gather(1, token_ids.unsqueeze(1)).squeeze(1) - log_normaliser
+        return SamplerOutput(token_ids, logprobs, top_token_ids, top_logprobs)
+
+
+def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Greedy rows take the argmax; the others are reshaped by their settings and drawn."""
+    if batch.all_greedy:
+        return logits.argmax(dim=-1)
+    scaled = logits if batch.temperature is None else logits / batch.temperature.unsqueeze(1)
+    probs = _apply_top_k_top_p(scaled, batch.top_k, batch.top_p).softmax(dim=-1)
+    if batch.min_p is not None:
+        threshold = batch.min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
+        probs = probs.masked_fill(probs < threshold, 0.0)
+    sampled = _draw(probs, batch.generators)
+    if batch.greedy is None:
+        return sampled
+    return torch.where(batch.greedy, logits.argmax(dim=-1), sampled)
+
+
+def _draw(probs: torch.Tensor, generators: dict[int, torch.Generator]) -> torch.Tensor:
+    """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i / sum(p), like
+    multinomial, without needing normalised probs; a seeded row's E comes from its own
+    generator alone, so its draw does not depend on the rest of the batch."""
+    noise = torch.empty_like(probs)
+    if len(generators) < probs.shape[0]:
+        noise.exponential_()
+    for row, generator in generators.items():
+        noise[row].exponential_(generator=generator)
+    return probs.div(noise).argmax(dim=-1)
+
+
+def _apply_top_k_top_p(
+    logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None
+) -> torch.Tensor:
+    """Masks out tokens outside each row's k most likely, then outside the smallest set whose
+    probability (renormalised after top-k) reaches top_p. One sort serves both."""
+    if top_k is None and top_p is None:
+        return logits
+    sorted_logits, sorted_ids = logits.sort(dim=-1, descending=True)
+    removed = torch.zeros_like(sorted_logits, dtype=torch.bool)
+    if top_k is not None:
+        ranks = torch.arange(logits.shape[1], device=logits.device)
+        removed |= ranks >= top_k.unsqueeze(1)
+    if top_p is not None:
+        probs = sorted_logits.masked_fill(removed, float("-inf")).softmax(dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs
+        # Rows at top_p = 1 keep everything, even where rounding lifts the running sum to 1.
+        removed |= (mass_before >= top_p.unsqueeze(1)) & (top_p < 1).unsqueeze(1)
+    removed_in_vocab_order = torch.zeros_like(removed).scatter(1, sorted_ids, removed)
+    return logits.masked_fill(removed_in_vocab_order, float("-inf"))
+
+
+def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Rows short of min_tokens cannot end yet: their EOS and stop tokens are masked out."""
+    if batch.min_tokens_ban is None:
+        return logits
+    return logits.index_put(batch.min_tokens_ban, torch.tensor(float("-inf"), device=logits.device))
+
+
+def _apply_penalties(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Repetition penalty over prompt and output tokens (shrinks positive logits, grows negative
+    ones), then frequency and presence penalties over output tokens only."""
+    if batch.repetition_penalty is not None:
+        penalty = batch.repetition_penalty.unsqueeze(1)
+        penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+        logits = torch.where(batch.seen_token_mask, penalised, logits)
+    if batch.frequency_penalty is not None:
+        logits = logits - batch.frequency_penalty.unsqueeze(1) * batch.output_token_counts
+    if batch.presence_penalty is not None:
+        logits = logits - batch.presence_penalty.unsqueeze(1) * (batch.output_token_counts > 0)
+    return logits
+
+
+def _token_counts(token_ids: list[list[int]], vocab_size: int, device: torch.device) -> torch.Tensor:
+    """[N, V] float: how often each token occurs in each row's list."""
+    longest = max((len(ids) for ids in token_ids), default=0)
+    # Padding points at an extra column that is dropped afterwards.
+    padded = torch.tensor(
+        [ids + [vocab_size] * (longest - len(ids)) for ids in token_ids], dtype=torch.long, device=device
+    ).reshape(len(token_ids), longest)
+    counts = torch.zeros(len(token_ids), vocab_size + 1, device=device)
+    counts.scatter_add_(1, padded, torch.ones_like(padded, dtype=counts.dtype))
+    return counts[:, :vocab_size]
+
+
+def _min_tokens_ban(
+    params: list[SamplingParams],
+    output_token_ids: list[list[int]],
+    eos_token_ids: set[int],
+    vocab_size: int,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(row, token) pairs to mask; ids outside the vocabulary can never be sampled, so they are left out."""
+    rows: list[int] = []
+    token_ids: list[int] = []
+    for row, (p, output) in enumerate(zip(params, output_token_ids)):
+        if len(output) < p.min_tokens:
+            banned = {t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab_size}
+            rows += [row] * len(banned)
+            token_ids += sorted(banned)
+    if not rows:
+        return None
+    return torch.tensor(rows, device=device), torch.tensor(token_ids, device=device)

@@ -1,0 +1,217 @@
+import math
+
+import pytest
+import torch
+
+from autoglm.runner.sampler import Sampler, SamplingBatch
+from autoglm.sampling_params import SamplingParams
+
+CPU = torch.device("cpu")
+# Five tokens with probabilities a hand can add up: sorted, 0.5, 0.3, 0.1, 0.05, 0.05.
+PROBS = [0.05, 0.5, 0.3, 0.1, 0.05]
+LOGITS = [math.log(p) for p in PROBS]
+EVERY_TOKEN = {0, 1, 2, 3, 4}
+DRAWS = 4000
+# An output where token 1 occurs twice and token 2 once.
+REPEATS = [1, 2, 1]
+
+
+def build(params, prompts=None, outputs=None, generators=None, eos_token_ids=(), vocab_size=5):
+    rows = len(params)
+    return SamplingBatch.build(
+        params,
+        prompts or [[] for _ in range(rows)],
+        outputs or [[] for _ in range(rows)],
+        generators or [None] * rows,
+        set(eos_token_ids),
+        vocab_size,
+        CPU,
+    )
+
+
+def token_counts(logits_row, params, **build_kwargs):
+    """How often each token is drawn over DRAWS identical rows sampled in one call."""
+    torch.manual_seed(1234)
+    logits = torch.tensor([logits_row] * DRAWS)
+    batch = build([params] * DRAWS, **build_kwargs)
+    token_ids = Sampler()(logits, batch).token_ids
+    return torch.bincount(token_ids, minlength=logits.shape[1]).tolist()
+
+
+def kept_tokens(logits_row, params, **build_kwargs):
+    return {token for token, count in enumerate(token_counts(logits_row, params, **build_kwargs)) if count}
+
+
+def greedy_tokens(logits_rows, params, prompt=(), output=()):
+    """Greedy picks of rows that share one request's history."""
+    rows = len(logits_rows)
+    batch = build([params] * rows, [list(prompt)] * rows, [list(output)] * rows)
+    return Sampler()(torch.tensor(logits_rows), batch).token_ids.tolist()
+
+
+def test_greedy_takes_the_argmax_and_skips_every_stage():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 50)
+    batch = build([SamplingParams(temperature=0)] * 6, vocab_size=50)
+    assert batch.all_greedy
+    stages = (batch.temperature, batch.top_k, batch.top_p, batch.min_p, batch.repetition_penalty,
+              batch.frequency_penalty, batch.presence_penalty, batch.min_tokens_ban)
+    assert all(stage is None for stage in stages)
+    assert torch.equal(Sampler()(logits, batch).token_ids, logits.argmax(dim=-1))
+
+
+def test_greedy_rows_beside_random_rows_still_take_the_argmax():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 50)
+    params = [SamplingParams(temperature=0), SamplingParams(top_k=3), SamplingParams(temperature=0),
+              SamplingParams(temperature=1.5)]
+    token_ids = Sampler()(logits, build(params, vocab_size=50)).token_ids
+    assert token_ids[0] == logits[0].argmax() and token_ids[2] == logits[2].argmax()
+
+
+def test_logprobs_come_from_the_raw_logits_whatever_the_settings():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 50) * 3
+    params = [SamplingParams(temperature=0.5, top_k=5, repetition_penalty=1.5, logprobs=2),
+              SamplingParams(temperature=0, frequency_penalty=1.0),
+              SamplingParams(top_p=0.5, min_p=0.2, logprobs=4)]
+    batch = build(params, prompts=[[1, 2], [3], [4]], outputs=[[5], [6, 6], [7]], vocab_size=50)
+    out = Sampler()(logits, batch)
+    raw = torch.log_softmax(logits, dim=-1)
+    assert out.logprobs.dtype == torch.float32
+    assert torch.allclose(out.logprobs, raw.gather(1, out.token_ids.unsqueeze(1)).squeeze(1))
+    expected_values, expected_ids = raw.topk(4, dim=-1)
+    assert torch.equal(out.top_token_ids, expected_ids)
+    assert torch.allclose(out.top_logprobs, expected_values)
+    assert torch.all(out.top_logprobs[:, :-1] >= out.top_logprobs[:, 1:])
+
+
+def test_top_logprobs_are_absent_when_no_row_asks_and_capped_at_the_vocab():
+    logits = torch.tensor([LOGITS])
+    assert Sampler()(logits, build([SamplingParams()])).top_logprobs is None
+    out = Sampler()(logits, build([SamplingParams(logprobs=20)]))
+    ranked = out.top_token_ids[0].tolist()
+    assert ranked[:3] == [1, 2, 3] and set(ranked[3:]) == {0, 4}  # tokens 0 and 4 tie
+    assert torch.allclose(out.top_logprobs.exp().sum(), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize(
+    "top_k, kept",
+    [(1, {1}), (2, {1, 2}), (3, {1, 2, 3}), (0, EVERY_TOKEN), (-1, EVERY_TOKEN), (50, EVERY_TOKEN)],
+)
+def test_top_k_keeps_the_k_most_likely(top_k, kept):
+    assert kept_tokens(LOGITS, SamplingParams(top_k=top_k)) == kept
+
+
+@pytest.mark.parametrize("top_p, kept", [(0.3, {1}), (0.75, {1, 2}), (0.85, {1, 2, 3}), (1.0, EVERY_TOKEN)])
+def test_top_p_keeps_the_smallest_set_reaching_p(top_p, kept):
+    assert kept_tokens(LOGITS, SamplingParams(top_p=top_p)) == kept
+
+
+def test_top_p_applies_to_the_distribution_left_by_top_k():
+    # After top_k=3 the probabilities are 0.556, 0.333, 0.111: 0.85 is reached by two tokens.
+    assert kept_tokens(LOGITS, SamplingParams(top_p=0.85)) == {1, 2, 3}
+    assert kept_tokens(LOGITS, SamplingParams(top_k=3, top_p=0.85)) == {1, 2}
+
+
+def test_temperature_applies_before_top_p():
+    # At temperature 0.5 the top token's probability grows from 0.5 to 0.704, alone reaching 0.7.
+    assert kept_tokens(LOGITS, SamplingParams(top_p=0.7)) == {1, 2}
+    assert kept_tokens(LOGITS, SamplingParams(temperature=0.5, top_p=0.7)) == {1}
+
+
+@pytest.mark.parametrize("min_p, kept", [(0.25, {1, 2}), (0.15, {1, 2, 3}), (0.7, {1}), (0.0, EVERY_TOKEN)])
+def test_min_p_drops_tokens_below_a_fraction_of_the_top_probability(min_p, kept):
+    assert kept_tokens(LOGITS, SamplingParams(min_p=min_p)) == kept
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 0.5])
+def test_sampling_frequencies_follow_the_tempered_softmax(temperature):
+    counts = torch.tensor(token_counts(LOGITS, SamplingParams(temperature=temperature)), dtype=torch.float32)
+    expected = torch.softmax(torch.tensor(LOGITS) / temperature, dim=-1)
+    assert torch.allclose(counts / DRAWS, expected, atol=0.03)
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits_of_seen_tokens():
+    params = SamplingParams(temperature=0, repetition_penalty=2.0)
+    # Token 0 (in the prompt) falls from 2.0 to 1.0.
+    assert greedy_tokens([[2.0, 0.9, -9, -9, -9], [2.0, 1.1, -9, -9, -9]], params, prompt=[0]) == [0, 1]
+    # Token 2 (in the output) falls from -1.0 to -2.0.
+    assert greedy_tokens([[-9, -9, -1.0, -1.9, -9], [-9, -9, -1.0, -2.1, -9]], params, output=[2]) == [3, 2]
+    # Unseen tokens keep their logits.
+    assert greedy_tokens([[1.9, -9, -9, 2.0, -9]], params, prompt=[0]) == [3]
+
+
+def test_frequency_penalty_scales_with_the_count_in_the_output():
+    params = SamplingParams(temperature=0, frequency_penalty=0.5)
+    # Token 1 occurs twice in the output: 2.2 - 1.0 = 1.2; token 2 once: 1.7 - 0.5 = 1.2.
+    assert greedy_tokens([[1.25, 2.2, -9, -9, -9], [1.15, 2.2, -9, -9, -9]], params, output=REPEATS) == [0, 1]
+    assert greedy_tokens([[1.25, -9, 1.7, -9, -9], [1.15, -9, 1.7, -9, -9]], params, output=REPEATS) == [0, 2]
+    # Prompt tokens are not counted.
+    assert greedy_tokens([[1.9, -9, -9, 2.0, -9]], params, prompt=[3, 3], output=[1]) == [3]
+
+
+def test_presence_penalty_is_the_same_for_any_positive_count():
+    params = SamplingParams(temperature=0, presence_penalty=0.5)
+    # Tokens 1 (twice) and 2 (once) both lose 0.5.
+    assert greedy_tokens([[1.65, 2.2, -9, -9, -9], [1.75, 2.2, -9, -9, -9]], params, output=REPEATS) == [1, 0]
+    assert greedy_tokens([[1.15, -9, 1.7, -9, -9], [1.25, -9, 1.7, -9, -9]], params, output=REPEATS) == [2, 0]
+
+
+def test_negative_frequency_penalty_encourages_repeats():
+    params = SamplingParams(temperature=0, frequency_penalty=-1.0)
+    assert greedy_tokens([[2.0, 1.5, -9, -9, -9]], params, output=[1]) == [1]
+
+
+def test_min_tokens_bans_eos_and_stop_tokens_until_reached():
+    logits = [0.0, 0.0, 1.0, 5.0, 5.0]
+    params = SamplingParams(temperature=0, min_tokens=2, stop_token_ids=[3, 99], ignore_eos=True)
+    short = build([params], outputs=[[1]], eos_token_ids={4})
+    assert Sampler()(torch.tensor([logits]), short).token_ids.tolist() == [2]
+    reached = build([params], outputs=[[1, 1]], eos_token_ids={4})
+    assert Sampler()(torch.tensor([logits]), reached).token_ids.tolist() == [3]
+    sampled = SamplingParams(min_tokens=2, stop_token_ids=[3])
+    assert kept_tokens(logits, sampled, outputs=[[1]] * DRAWS, eos_token_ids={4}) == {0, 1, 2}
+
+
+def test_seeded_row_draws_the_same_tokens_alone_or_in_any_batch():
+    torch.manual_seed(0)
+    row_logits = torch.randn(20, 50)
+    params = SamplingParams(temperature=1.0, top_p=0.95)
+
+    def run(neighbours: int, seed: int) -> list[int]:
+        """The seeded row's tokens over 20 steps, placed in the middle of random top-k rows."""
+        position = neighbours // 2
+        rows = [SamplingParams(top_k=10)] * neighbours
+        rows.insert(position, params)
+        generators = [None] * neighbours
+        generators.insert(position, torch.Generator().manual_seed(seed))
+        batch = build(rows, generators=generators, vocab_size=50)
+        tokens = []
+        for step in range(20):
+            logits = torch.randn(neighbours + 1, 50)
+            logits[position] = row_logits[step]
+            tokens.append(Sampler()(logits, batch).token_ids[position].item())
+        return tokens
+
+    alone = run(0, seed=7)
+    assert run(5, seed=7) == alone
+    assert run(2, seed=7) == alone
+    assert run(0, seed=8) != alone
+
+
+def test_rows_sharing_a_seed_draw_the_same_tokens():
+    logits = torch.randn(1, 50).repeat(3, 1)
+    generators = [torch.Generator().manual_seed(3), None, torch.Generator().manual_seed(3)]
+    batch = build([SamplingParams()] * 3, generators=generators, vocab_size=50)
+    token_ids = Sampler()(logits, batch).token_ids
+    assert token_ids[0] == token_ids[2]
+
+
+def test_mismatched_shapes_are_rejected():
+    batch = build([SamplingParams()] * 2)
+    expected = r"logits must have shape \[2, 5\] to match the sampling batch, got \[2, 6\]"
+    with pytest.raises(ValueError, match=expected):
+        Sampler()(torch.zeros(2, 6), batch)
+    with pytest.raises(ValueError, match=r"must each have one entry per params \(2\), got 2, 1 and 2"):
+        SamplingBatch.build([SamplingParams()] * 2, [[], []], [[]], [None, None], set(), 5, CPU)
