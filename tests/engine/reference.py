@@ -1,0 +1,32 @@
+"""Reference continuations from the transformers implementation of the same weights."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import AutoModelForCausalLM
+
+
+@dataclass
+class Reference:
+    token_ids: list[list[int]]  # greedy continuation per prompt
+    logprobs: list[list[float]]  # raw-model log-prob of each chosen token
+
+
+def greedy_reference(model_dir, prompts: list[list[int]], max_new_tokens: int) -> Reference:
+    """transformers ``generate`` one prompt at a time (no padding), never stopping early."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.generation_config.eos_token_id = None
+    tokens, logprobs = [], []
+    with torch.inference_mode():
+        for prompt in prompts:
+            out = model.generate(
+                torch.tensor([prompt]), do_sample=False, max_new_tokens=max_new_tokens,
+                min_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                pad_token_id=0,
+            )
+            new = out.sequences[0, len(prompt):].tolist()
+            step_logprobs = [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in zip(out.logits, new)]
+            tokens.append(new)
+            logprobs.append(step_logprobs)
+    return Reference(tokens, logprobs)

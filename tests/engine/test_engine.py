@@ -1,0 +1,192 @@
+"""Engine behaviour beyond greedy parity: sampling, n > 1, stops, aborts, bad input, accounting."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from autoglm import LLM, AutoGLMConfig, OpenAutoGLM, SamplingParams
+from autoglm.config import ConfigError
+from tests.tiny_models import make_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_tiny_checkpoint("qwen2", tmp_path_factory.mktemp("qwen2"))
+
+
+@pytest.fixture(scope="module")
+def llm(model_dir):
+    return LLM(model=str(model_dir), dtype="float32", max_context_len=256, block_size=4)
+
+
+def assert_idle(llm: LLM) -> None:
+    manager = llm.engine.block_manager
+    assert not llm.engine.has_unfinished_requests()
+    assert manager.num_referenced_blocks() == 0 and manager.num_free_blocks == manager.num_blocks
+    manager.check_invariants()
+
+
+def test_seeds_api_builds_the_same_engine(model_dir):
+    config = AutoGLMConfig(model=str(model_dir), use_paged_attention=True, block_size=16, max_context_len=8192,
+                           dtype="float32")
+    model = OpenAutoGLM.from_config(config)
+    out = model.generate("hello world", SamplingParams(temperature=0, max_tokens=5), use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 5
+    assert model.engine.max_context_len == 512  # capped at the checkpoint's max_position_embeddings
+
+
+def test_seeded_sampling_ignores_batch_composition(llm):
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, seed=1234, max_tokens=20, ignore_eos=True)
+    alone = llm.generate([[5, 6, 7, 8]], seeded, use_tqdm=False)[0].outputs[0].token_ids
+    noisy = SamplingParams(temperature=1.0, max_tokens=25, ignore_eos=True)
+    crowd = llm.generate([[9, 9, 9], [5, 6, 7, 8], list(range(3, 40))], [noisy, seeded, noisy], use_tqdm=False)
+    assert crowd[1].outputs[0].token_ids == alone
+    again = llm.generate([[5, 6, 7, 8]], seeded, use_tqdm=False)[0].outputs[0].token_ids
+    assert again == alone
+    assert_idle(llm)
+
+
+def test_n_copies_share_the_prompt_blocks(llm):
+    engine = llm.engine
+    prompt = list(range(3, 30))  # 27 tokens: 6 full blocks of 4 can be shared
+    engine.add_request("fork", prompt, SamplingParams(n=3, temperature=1.0, seed=7, max_tokens=6, ignore_eos=True))
+    parent = engine.requests["fork"].completions[0].seq
+    while engine.requests["fork"].pending_children:
+        engine.step()
+    first_block = parent.block_table[0]
+    assert engine.block_manager._ref_counts[first_block] == 3
+    outputs = []
+    while engine.has_unfinished_requests():
+        outputs.extend(o for o in engine.step() if o.finished)
+    completions = outputs[0].outputs
+    assert [c.index for c in completions] == [0, 1, 2]
+    assert all(len(c.token_ids) == 6 for c in completions)
+    assert len({tuple(c.token_ids) for c in completions}) > 1  # different seeds, different samples
+    assert_idle(llm)
+
+
+def test_stop_strings_tokens_and_min_tokens(llm):
+    greedy = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    full = llm.generate("the quick brown", greedy, use_tqdm=False)[0].outputs[0]
+    stop = full.text[len(full.text) // 2 : len(full.text) // 2 + 2]
+    cut = llm.generate("the quick brown", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop]),
+                       use_tqdm=False)[0].outputs[0]
+    assert cut.finish_reason == "stop" and cut.stop_reason == stop
+    assert cut.text == full.text[: full.text.index(stop)]
+    token = full.token_ids[5]
+    by_token = llm.generate("the quick brown", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True,
+                                                               stop_token_ids=[token]), use_tqdm=False)[0].outputs[0]
+    assert by_token.token_ids == full.token_ids[: full.token_ids.index(token) + 1]
+    assert by_token.stop_reason == token
+    late = llm.generate("the quick brown", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True,
+                                                           stop_token_ids=[token], min_tokens=20), use_tqdm=False)
+    assert len(late[0].outputs[0].token_ids) >= 20
+    assert_idle(llm)
+
+
+def test_prompt_logprobs_match_transformers(llm, model_dir):
+    prompt = [4, 17, 99, 23, 8, 61, 150, 42, 7, 19, 33]
+    out = llm.generate([prompt], SamplingParams(max_tokens=1, prompt_logprobs=2), use_tqdm=False)[0]
+    assert out.prompt_logprobs[0] is None and len(out.prompt_logprobs) == len(prompt)
+    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.inference_mode():
+        logprobs = torch.log_softmax(reference(torch.tensor([prompt])).logits[0].float(), -1)
+    for position in range(1, len(prompt)):
+        entry = out.prompt_logprobs[position]
+        expected = logprobs[position - 1, prompt[position]].item()
+        assert abs(entry[prompt[position]].logprob - expected) < 1e-4
+        top_ids = logprobs[position - 1].topk(2).indices.tolist()
+        assert set(top_ids) <= set(entry)
+    assert_idle(llm)
+
+
+def test_abort_frees_blocks_at_once(llm):
+    engine = llm.engine
+    engine.add_request("gone", list(range(3, 40)), SamplingParams(max_tokens=50, ignore_eos=True))
+    engine.step()
+    assert engine.block_manager.num_referenced_blocks() > 0
+    assert engine.abort_request("gone")
+    assert not engine.abort_request("gone")
+    assert_idle(llm)
+
+
+def test_priority_orders_the_queue(model_dir):
+    llm = LLM(model=str(model_dir), dtype="float32", max_num_seqs=1)
+    engine = llm.engine
+    params = SamplingParams(temperature=0, max_tokens=2, ignore_eos=True)
+    engine.add_request("low", [3, 4, 5], params, priority=5)
+    engine.add_request("high", [3, 4, 6], params, priority=0)
+    first_finished = None
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            if output.finished and first_finished is None:
+                first_finished = output.request_id
+    assert first_finished == "high"
+
+
+@pytest.mark.parametrize(
+    "prompt, params, message",
+    [
+        ("", None, "prompt is empty"),
+        ([], None, "prompt is empty"),
+        ([1, 2, 10_000], None, "out of range"),
+        (list(range(3, 260)), SamplingParams(max_tokens=10), "maximum context length is 256"),
+        ([3, 4], SamplingParams(max_tokens=300), "you requested 302 tokens"),
+    ],
+)
+def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, prompt, params, message):
+    with pytest.raises(ValueError, match=message):
+        llm.engine.add_request("bad", prompt, params)
+    assert "bad" not in llm.engine.requests
+    out = llm.generate([[3, 4, 5]], SamplingParams(temperature=0, max_tokens=3), use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 3
+    assert_idle(llm)
+
+
+@pytest.mark.parametrize("bad", [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(top_k=-2),
+                                 dict(min_p=1.5), dict(repetition_penalty=0), dict(logprobs=21), dict(n=0)])
+def test_out_of_range_sampling_values_name_the_parameter(bad):
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        SamplingParams(**bad)
+
+
+def test_bad_config_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "engine.yaml"
+    path.write_text("block_size: sixteen\n")
+    with pytest.raises(ConfigError, match="block_size"):
+        AutoGLMConfig.from_file(path)
+    path.write_text("blocksize: 16\n")
+    with pytest.raises(ConfigError, match="did you mean 'block_size'"):
+        AutoGLMConfig.from_file(path)
+
+
+def test_hundreds_of_random_requests_with_aborts_leave_the_pool_whole(model_dir):
+    """Random prompts, lengths and aborts under a pool small enough to force preemptions."""
+    llm = LLM(model=str(model_dir), dtype="float32", block_size=4, max_num_batched_tokens=48, max_num_seqs=16,
+              kv_cache_memory=24 * 4 * 2 * 2 * 2 * 16 * 4)  # 24 blocks of 4 tokens: 2 layers, K and V, 2 kv heads, dim 16, fp32
+    engine = llm.engine
+    rng = random.Random(0)
+    shared = [rng.randrange(3, 300) for _ in range(12)]
+    live: set[str] = set()
+    for request in range(240):
+        prompt = (shared if rng.random() < 0.5 else []) + [rng.randrange(3, 300) for _ in range(rng.randrange(1, 20))]
+        params = SamplingParams(temperature=rng.choice([0.0, 1.0]), n=rng.choice([1, 1, 2]),
+                                max_tokens=rng.randrange(1, 16), seed=rng.choice([None, request]))
+        engine.add_request(str(request), prompt, params)
+        live.add(str(request))
+        for _ in range(rng.randrange(0, 3)):
+            live -= {o.request_id for o in engine.step() if o.finished}
+            engine.block_manager.check_invariants()
+        if live and rng.random() < 0.15:
+            victim = rng.choice(sorted(live))
+            engine.abort_request(victim)
+            live.discard(victim)
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert engine.scheduler.num_preemptions > 0
+    assert engine.block_manager.prefix_cache_hits > 0
+    assert_idle(llm)
