@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Callable
 
@@ -15,7 +16,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="settings file (YAML, JSON or TOML); AUTOGLM_* variables override it")
     group = parser.add_argument_group("engine settings (override the file and environment)")
     for name in AutoGLMConfig.field_names():
-        group.add_argument("--" + name.replace("_", "-"), dest=name, default=None, metavar="VALUE")
+        description = AutoGLMConfig.model_fields[name].description
+        group.add_argument("--" + name.replace("_", "-"), dest=name, default=None, metavar="VALUE", help=description)
 
 
 def config_from_args(args: argparse.Namespace) -> AutoGLMConfig:
@@ -39,7 +41,7 @@ def _generate(args: argparse.Namespace) -> int:
     announce_model(config)
     params = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, max_tokens=args.max_tokens,
-        seed=args.seed, stop=args.stop or None,
+        stop=args.stop or None,
     )
     llm = LLM.from_config(config)
     for output in llm.generate(args.prompts, params, use_tqdm=False):
@@ -57,14 +59,37 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--stop", action="append", help="a stop string (repeatable)")
     add_config_arguments(parser)
     parser.set_defaults(handler=_generate)
 
 
+def _eval_ppl(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from autoglm.llm import LLM
+    from autoglm.perplexity import evaluate_perplexity
+
+    config = config_from_args(args)
+    announce_model(config)
+    text = Path(args.text).read_text(encoding="utf-8")
+    result = evaluate_perplexity(LLM.from_config(config), text, window=args.window)
+    print(f"characters: {result.num_characters}  tokens: {result.num_tokens}  scored: {result.num_scored_tokens}")
+    print(f"loss per token: {result.loss_per_token:.4f} nats  (perplexity {math.exp(result.loss_per_token):.2f})")
+    print(f"loss per character: {result.loss_per_character:.4f} nats")
+    return 0
+
+
+def _add_eval_ppl(subparsers) -> None:
+    parser = subparsers.add_parser("eval-ppl", help="score a text file: loss per token and per character")
+    parser.add_argument("--text", required=True, help="UTF-8 text file to score")
+    parser.add_argument("--window", type=int, default=None, help="tokens per scoring window (default: the context)")
+    add_config_arguments(parser)
+    parser.set_defaults(handler=_eval_ppl)
+
+
 # Each entry adds one subcommand; modules with heavier imports load only when chosen.
-SUBCOMMANDS: list[Callable] = [_add_generate]
+SUBCOMMANDS: list[Callable] = [_add_generate, _add_eval_ppl]
 
 
 def build_parser() -> argparse.ArgumentParser:
