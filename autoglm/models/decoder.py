@@ -1,0 +1,108 @@
+"""The one decoder-only transformer that every supported family is an instance of.
+
+Families differ only in a :class:`DecoderSpec`: which projections carry a bias, whether
+q/k get a per-head norm, whether each sublayer's output is normed again before the residual
+add ("sandwich" norms), and the rotary layout. Module and parameter names follow the
+Hugging Face checkpoints (``model.layers.N.self_attn...``, ``lm_head``) so that loading
+maps names one to one, except for the fused projections.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autoglm.models.layers import Embedding, GatedMLP, RMSNorm, SelfAttention
+from autoglm.models.linear import Linear
+from autoglm.models.model_config import ModelConfig
+from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
+from autoglm.models.weight_loading import load_checkpoint_weights
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """What one family changes in the shared decoder."""
+
+    qkv_bias: bool
+    output_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    sandwich_norms: bool = False
+    interleaved_rotary: bool = False
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm attention then pre-norm MLP, each added to the residual stream."""
+
+    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+        super().__init__()
+        eps = config.rms_norm_eps
+        self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm)
+        self.mlp = GatedMLP(config, spec.mlp_bias)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
+        self.post_self_attn_layernorm: nn.Module = (
+            RMSNorm(config.hidden_size, eps) if spec.sandwich_norms else nn.Identity()
+        )
+        self.post_mlp_layernorm: nn.Module = (
+            RMSNorm(config.hidden_size, eps) if spec.sandwich_norms else nn.Identity()
+        )
+
+    def forward(self, hidden: torch.Tensor, angles: RotaryAngles) -> torch.Tensor:
+        attended = self.self_attn(self.input_layernorm(hidden), angles)
+        hidden = hidden + self.post_self_attn_layernorm(attended)
+        transformed = self.mlp(self.post_attention_layernorm(hidden))
+        return hidden + self.post_mlp_layernorm(transformed)
+
+
+class DecoderModel(nn.Module):
+    """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix."""
+
+    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+        super().__init__()
+        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
+        self.rotary_emb = RotaryEmbedding(config, interleaved=spec.interleaved_rotary)
+        self.layers = nn.ModuleList(DecoderLayer(config, spec) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        hidden = self.embed_tokens(input_ids)
+        angles = self.rotary_emb(positions, hidden.dtype)  # shared by every layer
+        for layer in self.layers:
+            hidden = layer(hidden, angles)
+        return self.norm(hidden)
+
+
+class DecoderForCausalLM(nn.Module):
+    """A decoder with its LM head, over a flattened batch: ``[T]`` ids in, ``[T, hidden]`` out."""
+
+    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+        super().__init__()
+        self.config = config
+        self.model = DecoderModel(config, spec)
+        self.lm_head: nn.Module = (
+            self.model.embed_tokens
+            if config.tie_word_embeddings
+            else Linear(config.hidden_size, config.vocab_size, bias=False)
+        )
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``[T, hidden]`` for all sequences of a step concatenated, no padding."""
+        if input_ids.dim() != 1 or positions.shape != input_ids.shape:
+            raise ValueError(
+                "input_ids and positions must both be 1-D [num_tokens] tensors of the same length, got "
+                f"{tuple(input_ids.shape)} and {tuple(positions.shape)}"
+            )
+        return self.model(input_ids, positions)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 logits ``[N, vocab]`` for the rows of ``hidden`` that need sampling."""
+        return F.linear(hidden, self.lm_head.weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Fill every parameter from Hugging Face-named tensors (split q/k/v and gate/up allowed)."""
+        ignored = frozenset({"lm_head.weight"}) if self.config.tie_word_embeddings else frozenset()
+        load_checkpoint_weights(self, weights, ignored)

@@ -1,0 +1,15 @@
+"""GLM-4: interleaved partial rotary and extra norms on each sublayer's output.
+
+Its checkpoints store the MLP's gate and up projections already fused as
+``mlp.gate_up_proj``, which is this engine's own parameter name, so they load as they are.
+"""
+from __future__ import annotations
+
+from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.model_config import ModelConfig
+
+
+class Glm4ForCausalLM(DecoderForCausalLM):
+    def __init__(self, config: ModelConfig) -> None:
+        spec = DecoderSpec(qkv_bias=config.attention_bias, sandwich_norms=True, interleaved_rotary=True)
+        super().__init__(config, spec)

@@ -1,0 +1,83 @@
+"""The blocks a decoder layer is built from: norm, gated MLP, self-attention, embedding."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autoglm.models.linear import Linear, MergedLinear, checkpoint_parameter
+from autoglm.models.model_config import ModelConfig
+from autoglm.models.rotary import RotaryAngles
+from autoglm.runner.attention import Attention
+
+SUPPORTED_ACTIVATIONS = ("silu", "swish")  # transformers treats both names as SiLU
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm over the last dim, computed in float32 as transformers does."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = checkpoint_parameter(size)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        normalised = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normalised.to(x.dtype)
+
+
+class Embedding(nn.Module):
+    """Token id to vector; its ``weight`` ``[vocab, hidden]`` can double as a tied LM head."""
+
+    def __init__(self, vocab_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.weight = checkpoint_parameter(vocab_size, hidden_size)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.weight)
+
+
+class GatedMLP(nn.Module):
+    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection."""
+
+    def __init__(self, config: ModelConfig, bias: bool) -> None:
+        super().__init__()
+        if config.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(
+                f"unsupported hidden_act '{config.hidden_act}'; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
+            )
+        size = config.intermediate_size
+        self.gate_up_proj = MergedLinear(config.hidden_size, {"gate_proj": size, "up_proj": size}, bias)
+        self.down_proj = Linear(size, config.hidden_size, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class SelfAttention(nn.Module):
+    """Fused q/k/v projection, optional per-head q/k norm, rotary, paged attention, output projection."""
+
+    def __init__(self, config: ModelConfig, qkv_bias: bool, output_bias: bool, qk_norm: bool) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        q_size = self.num_heads * self.head_dim
+        kv_size = self.num_kv_heads * self.head_dim
+        self.qkv_proj = MergedLinear(
+            config.hidden_size, {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}, qkv_bias
+        )
+        self.o_proj = Linear(q_size, config.hidden_size, output_bias)
+        self.q_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
+        self.k_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
+        self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim, scale=self.head_dim**-0.5)
+
+    def forward(self, hidden: torch.Tensor, angles: RotaryAngles) -> torch.Tensor:
+        num_tokens = hidden.shape[0]
+        q, k, v = self.qkv_proj(hidden).split(self.qkv_proj.part_sizes, dim=-1)
+        q = self.q_norm(q.view(num_tokens, self.num_heads, self.head_dim))
+        k = self.k_norm(k.view(num_tokens, self.num_kv_heads, self.head_dim))
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        return self.o_proj(self.attn(angles.rotate(q), angles.rotate(k), v))

@@ -1,0 +1,13 @@
+"""Llama: biases only where the config asks for them (attention_bias, mlp_bias)."""
+from __future__ import annotations
+
+from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.model_config import ModelConfig
+
+
+class LlamaForCausalLM(DecoderForCausalLM):
+    def __init__(self, config: ModelConfig) -> None:
+        spec = DecoderSpec(
+            qkv_bias=config.attention_bias, output_bias=config.attention_bias, mlp_bias=config.mlp_bias
+        )
+        super().__init__(config, spec)

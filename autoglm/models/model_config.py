@@ -1,0 +1,199 @@
+"""A checkpoint's architecture, read from its ``config.json``.
+
+Two spellings of the rotary settings are in use: the hub's (top-level ``rope_theta``,
+``rope_scaling`` and ``partial_rotary_factor``) and transformers 5's single
+``rope_parameters`` dict. Both parse to the same :class:`ModelConfig`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Values a family's transformers config class assumes when config.json leaves them out.
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "Glm4ForCausalLM": {"partial_rotary_factor": 0.5, "attention_bias": True},
+}
+_DEFAULT_ROPE_THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class RopeConfig:
+    """Rotary embedding settings; the scaling fields are None where the type does not use them."""
+
+    rope_type: str
+    theta: float
+    partial_rotary_factor: float
+    original_max_position_embeddings: int
+    factor: float | None = None
+    low_freq_factor: float | None = None  # llama3
+    high_freq_factor: float | None = None  # llama3
+    beta_fast: float | None = None  # yarn
+    beta_slow: float | None = None  # yarn
+    mscale: float | None = None  # yarn
+    mscale_all_dim: float | None = None  # yarn
+    attention_factor: float | None = None  # yarn
+    truncate: bool = True  # yarn: round the correction range to whole dims
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The fields of a decoder-only checkpoint that the engine's models need."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    hidden_act: str
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+    rope: RopeConfig
+    eos_token_ids: list[int]
+    bos_token_id: int | None
+    torch_dtype: str | None  # the checkpoint's dtype name, e.g. "bfloat16"
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> ModelConfig:
+        """Read ``config.json`` from a checkpoint folder."""
+        config_file = Path(path) / "config.json"
+        if not config_file.is_file():
+            raise FileNotFoundError(f"no config.json in model folder {Path(path)}: expected {config_file}")
+        try:
+            data = json.loads(config_file.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_file} is not valid JSON: {error}") from error
+        return cls.from_dict(data, source=str(config_file))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:
+        """Parse a config dict; ``source`` names the file in error messages."""
+        fields = _ConfigFields(data, source)
+        architectures = fields.required("architectures")
+        if not isinstance(architectures, list) or not architectures or not isinstance(architectures[0], str):
+            raise ValueError(
+                f"{source}: 'architectures' must be a non-empty list of names, got {architectures!r}"
+            )
+        architecture = architectures[0]
+        defaults = _FAMILY_DEFAULTS.get(architecture, {})
+        num_attention_heads = fields.positive_int("num_attention_heads")
+        num_key_value_heads = fields.positive_int("num_key_value_heads", default=num_attention_heads)
+        if num_attention_heads % num_key_value_heads:
+            raise ValueError(
+                f"{source}: num_attention_heads ({num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({num_key_value_heads})"
+            )
+        hidden_size = fields.positive_int("hidden_size")
+        if data.get("use_sliding_window"):
+            raise ValueError(
+                f"{source}: sliding-window attention (use_sliding_window: true) is not supported"
+            )
+        max_position_embeddings = fields.positive_int("max_position_embeddings")
+        return cls(
+            architecture=architecture,
+            vocab_size=fields.positive_int("vocab_size"),
+            hidden_size=hidden_size,
+            intermediate_size=fields.positive_int("intermediate_size"),
+            num_hidden_layers=fields.positive_int("num_hidden_layers"),
+            num_attention_heads=num_attention_heads,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=fields.positive_int("head_dim", default=hidden_size // num_attention_heads),
+            rms_norm_eps=fields.number("rms_norm_eps"),
+            hidden_act=fields.optional("hidden_act", "silu"),
+            max_position_embeddings=max_position_embeddings,
+            tie_word_embeddings=bool(fields.optional("tie_word_embeddings", False)),
+            attention_bias=bool(fields.optional("attention_bias", defaults.get("attention_bias", False))),
+            mlp_bias=bool(fields.optional("mlp_bias", False)),
+            rope=_parse_rope(data, defaults, max_position_embeddings, source),
+            eos_token_ids=_token_id_list(data.get("eos_token_id"), source),
+            bos_token_id=data.get("bos_token_id"),
+            torch_dtype=data.get("dtype") or data.get("torch_dtype"),
+        )
+
+
+class _ConfigFields:
+    """Typed access to a config dict whose errors name the key and the file."""
+
+    def __init__(self, data: dict[str, Any], source: str) -> None:
+        self.data = data
+        self.source = source
+
+    def required(self, key: str) -> Any:
+        if self.data.get(key) is None:
+            raise ValueError(f"{self.source} is missing the required key '{key}'")
+        return self.data[key]
+
+    def optional(self, key: str, default: Any) -> Any:
+        value = self.data.get(key)
+        return default if value is None else value
+
+    def positive_int(self, key: str, default: int | None = None) -> int:
+        value = self.required(key) if default is None else self.optional(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{self.source}: '{key}' must be a positive integer, got {value!r}")
+        return value
+
+    def number(self, key: str) -> float:
+        value = self.required(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{self.source}: '{key}' must be a number, got {value!r}")
+        return float(value)
+
+
+def _parse_rope(
+    data: dict[str, Any], defaults: dict[str, Any], max_position_embeddings: int, source: str
+) -> RopeConfig:
+    """Merge both spellings; keys inside the rope dict win over top-level ones, as in transformers."""
+    rope = data.get("rope_parameters") or data.get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise ValueError(f"{source}: 'rope_parameters' / 'rope_scaling' must be a JSON object, got {rope!r}")
+
+    def pick(key: str, fallback: Any) -> Any:
+        value = rope.get(key)
+        if value is None:
+            value = data.get(key)
+        return fallback if value is None else value
+
+    rope_type = rope.get("rope_type") or rope.get("type") or "default"
+    original_max = int(
+        data.get("original_max_position_embeddings")
+        or rope.get("original_max_position_embeddings")
+        or max_position_embeddings
+    )
+    factor = rope.get("factor")
+    if rope_type == "yarn" and factor is None:
+        factor = max_position_embeddings / original_max  # yarn's implied stretch
+    return RopeConfig(
+        rope_type=rope_type,
+        theta=float(pick("rope_theta", _DEFAULT_ROPE_THETA)),
+        partial_rotary_factor=float(
+            pick("partial_rotary_factor", defaults.get("partial_rotary_factor", 1.0))
+        ),
+        original_max_position_embeddings=original_max,
+        factor=factor,
+        low_freq_factor=rope.get("low_freq_factor"),
+        high_freq_factor=rope.get("high_freq_factor"),
+        beta_fast=rope.get("beta_fast"),
+        beta_slow=rope.get("beta_slow"),
+        mscale=rope.get("mscale"),
+        mscale_all_dim=rope.get("mscale_all_dim"),
+        attention_factor=rope.get("attention_factor"),
+        truncate=bool(rope.get("truncate", True)),
+    )
+
+
+def _token_id_list(value: Any, source: str) -> list[int]:
+    """config.json gives eos_token_id as one id, a list of ids, or nothing."""
+    if value is None:
+        return []
+    ids = value if isinstance(value, list) else [value]
+    if not all(isinstance(token_id, int) and not isinstance(token_id, bool) for token_id in ids):
+        raise ValueError(f"{source}: 'eos_token_id' must be an integer or a list of integers, got {value!r}")
+    return ids

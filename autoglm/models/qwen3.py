@@ -1,0 +1,11 @@
+"""Qwen3: per-head RMSNorm on q and k before rotary; biases follow attention_bias."""
+from __future__ import annotations
+
+from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.model_config import ModelConfig
+
+
+class Qwen3ForCausalLM(DecoderForCausalLM):
+    def __init__(self, config: ModelConfig) -> None:
+        spec = DecoderSpec(qkv_bias=config.attention_bias, output_bias=config.attention_bias, qk_norm=True)
+        super().__init__(config, spec)

@@ -1,0 +1,76 @@
+"""Rotary position embedding: angles computed once per forward, applied in every layer.
+
+Two layouts exist. Llama and Qwen rotate the two halves of a head against each other
+("rotate half"); GLM-4 rotates interleaved pairs (0,1), (2,3), ... and only over the
+first ``head_dim * partial_rotary_factor`` dims, passing the rest through unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from autoglm.models.model_config import ModelConfig
+from autoglm.models.rope_scaling import rope_frequencies
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def _rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((-odd, even), dim=-1).flatten(-2)
+
+
+@dataclass
+class RotaryAngles:
+    """cos and sin for one forward's positions, ``[T, 1, rotary_dim]`` in the model's dtype."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    interleaved: bool
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` of shape ``[T, heads, head_dim]`` by each token's position."""
+        rotary_dim = self.cos.shape[-1]
+        rotary_part = x[..., :rotary_dim]
+        turned = _rotate_pairs(rotary_part) if self.interleaved else _rotate_half(rotary_part)
+        rotated = rotary_part * self.cos + turned * self.sin
+        if rotary_dim == x.shape[-1]:
+            return rotated
+        return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Turns positions into :class:`RotaryAngles`; holds only the float32 inverse frequencies."""
+
+    def __init__(self, config: ModelConfig, interleaved: bool) -> None:
+        super().__init__()
+        rotary_dim = int(config.head_dim * config.rope.partial_rotary_factor)
+        if not interleaved and rotary_dim != config.head_dim:
+            raise ValueError(
+                f"{config.architecture} rotates whole heads; partial_rotary_factor must be 1.0, "
+                f"got {config.rope.partial_rotary_factor}"
+            )
+        if rotary_dim <= 0 or rotary_dim % 2:
+            raise ValueError(
+                f"rotary dims (head_dim {config.head_dim} x partial_rotary_factor "
+                f"{config.rope.partial_rotary_factor}) must be a positive even number, got {rotary_dim}"
+            )
+        inv_freq, self.attention_scaling = rope_frequencies(config.rope, rotary_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.interleaved = interleaved
+
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> RotaryAngles:
+        """Angles in float32, scaled, then cast to ``dtype``, in the order transformers uses."""
+        freqs = positions[:, None].float() * self.inv_freq.float()
+        if self.interleaved:
+            angles = freqs.repeat_interleave(2, dim=-1)
+        else:
+            angles = torch.cat((freqs, freqs), dim=-1)
+        cos = (angles.cos() * self.attention_scaling).to(dtype)
+        sin = (angles.sin() * self.attention_scaling).to(dtype)
+        return RotaryAngles(cos=cos[:, None, :], sin=sin[:, None, :], interleaved=self.interleaved)

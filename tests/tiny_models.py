@@ -1,0 +1,134 @@
+"""Tiny random checkpoints of each supported family, built on the fly with transformers.
+
+``make_tiny_checkpoint`` writes a folder that both transformers (``AutoModelForCausalLM``,
+``AutoTokenizer``) and the engine can load: weights, config and a small byte-level BPE
+tokenizer. Weights are drawn with a larger spread than a real init so that logits are far
+from uniform and greedy choices are not near-ties.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    PreTrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+TINY_ARCHITECTURES = ("llama", "qwen2", "qwen3", "glm4")
+_CAUSAL_LM_NAMES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "glm4": "Glm4ForCausalLM",
+}
+
+# The eos name is also the default special token of transformers' Qwen2 tokenizer, which
+# would otherwise add it as one more entry past the model's vocabulary.
+PAD_TOKEN, BOS_TOKEN, EOS_TOKEN = "<|pad|>", "<|bos|>", "<|endoftext|>"
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # special tokens come first in the trained vocabulary
+WEIGHT_STD = 0.15  # spread of matrices and biases; norm weights are drawn around 1
+
+TOKENIZER_TEXT = (
+    "The quick brown fox jumps over the lazy dog. A small model reads a short line of text, "
+    "then writes the next word, and the next, until it meets the end. Paged attention keeps "
+    "each sequence's keys and values in fixed blocks; a scheduler batches every request at "
+    "every step. Hello world! Numbers like 0, 1, 2, 3, 42 and 1024 appear too. "
+    "To be, or not to be: that is the question. Whether 'tis nobler in the mind to suffer "
+    "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles."
+)
+
+_BASE_CONFIG: dict[str, Any] = {
+    "vocab_size": 320,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    "pad_token_id": PAD_ID,
+    "bos_token_id": BOS_ID,
+    "eos_token_id": EOS_ID,
+}
+
+
+def tiny_config(arch: str, **config_overrides: Any) -> PreTrainedConfig:
+    """The transformers config of a tiny ``arch`` model: 2 layers, 4 heads over 2 KV heads."""
+    if arch not in TINY_ARCHITECTURES:
+        raise ValueError(
+            f"unknown tiny architecture '{arch}'; choose one of: {', '.join(TINY_ARCHITECTURES)}"
+        )
+    settings = {**_BASE_CONFIG, "architectures": [_CAUSAL_LM_NAMES[arch]], **config_overrides}
+    return AutoConfig.for_model(arch, **settings)
+
+
+def build_tiny_model(
+    arch: str, *, seed: int = 0, dtype: torch.dtype = torch.float32, **config_overrides: Any
+) -> PreTrainedModel:
+    """A transformers model of family ``arch`` with seeded, well-spread random weights."""
+    model = AutoModelForCausalLM.from_config(tiny_config(arch, **config_overrides), dtype=torch.float32)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if name.endswith("norm.weight"):
+                parameter.copy_(1.0 + 0.1 * noise)
+            else:
+                parameter.copy_(WEIGHT_STD * noise)
+    return model.to(dtype).eval()
+
+
+def build_tiny_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE with exactly ``vocab_size`` entries (padded with reserved tokens)."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD_TOKEN, BOS_TOKEN, EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator([TOKENIZER_TEXT], trainer)
+    if tokenizer.get_vocab_size() > vocab_size:
+        raise ValueError(f"vocab_size {vocab_size} is too small for the 256 bytes plus 3 special tokens")
+    reserved = [f"<|reserved_{i}|>" for i in range(vocab_size - tokenizer.get_vocab_size())]
+    tokenizer.add_special_tokens(reserved)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=PAD_TOKEN, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN
+    )
+    wrapped.chat_template = (
+        "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+    return wrapped
+
+
+def make_tiny_checkpoint(
+    arch: str,
+    path: str | Path,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    max_shard_size: str | int | None = None,
+    **config_overrides: Any,
+) -> Path:
+    """Save a tiny ``arch`` model and its tokenizer to ``path``; returns the folder.
+
+    ``config_overrides`` replace entries of the transformers config (e.g. ``rope_scaling``,
+    ``tie_word_embeddings``); ``max_shard_size`` splits the weights into several files.
+    """
+    folder = Path(path)
+    model = build_tiny_model(arch, seed=seed, dtype=dtype, **config_overrides)
+    shard_arguments = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+    model.save_pretrained(folder, **shard_arguments)
+    build_tiny_tokenizer(model.config.vocab_size).save_pretrained(folder)
+    return folder
