@@ -1,0 +1,22 @@
+"""Device choice: auto falls back to the CPU; an absent accelerator is a clear error."""
+import pytest
+import torch
+
+from autoglm.platforms import device_memory, resolve_device
+
+
+def test_auto_picks_an_available_device():
+    device = resolve_device("auto")
+    if not torch.cuda.is_available():
+        assert device.type in ("cpu", "xpu", "mps")
+
+
+def test_cpu_has_no_device_memory_figure():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert device_memory(torch.device("cpu")) is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_missing_accelerator_is_a_clear_error():
+    with pytest.raises(ValueError, match="'cuda:0' is not available on this machine"):
+        resolve_device("cuda:0")
