@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
+from autoglm.server.serve import add_serve_subcommand
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +90,7 @@ def _add_eval_ppl(subparsers) -> None:
 
 
 # Each entry adds one subcommand; modules with heavier imports load only when chosen.
-SUBCOMMANDS: list[Callable] = [_add_generate, _add_eval_ppl]
+SUBCOMMANDS: list[Callable] = [_add_generate, add_serve_subcommand, _add_eval_ppl]
 
 
 def build_parser() -> argparse.ArgumentParser:

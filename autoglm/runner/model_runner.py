@@ -92,7 +92,7 @@ class ModelRunner:
         ranks: dict[int, int] = {}
         if wants_top:
             raw = torch.log_softmax(logits[wants_top].float(), dim=-1)
-            chosen = out.logprobs[wants_top].unsqueeze(1)
+            chosen = raw.gather(1, out.token_ids[wants_top].unsqueeze(1))  # same tensor: ties compare exactly
             ranks = dict(zip(wants_top, ((raw > chosen).sum(dim=-1) + 1).tolist()))
         top_ids = out.top_token_ids.tolist() if out.top_token_ids is not None else None
         top_values = out.top_logprobs.tolist() if out.top_logprobs is not None else None

@@ -1,0 +1,120 @@
+"""The FastAPI app: OpenAI's routes, vLLM's operational ones, and the model loading behind them."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from autoglm import __version__
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.server.errors import install_error_handlers
+from autoglm.server.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    DetokenizeResponse,
+    TokenizeRequest,
+    TokenizeResponse,
+)
+from autoglm.server.responses import ModelCard, ModelList
+from autoglm.server.serving_chat import create_chat_completion, render_chat_prompt
+from autoglm.server.serving_completions import create_completion
+from autoglm.server.state import ServerState
+from autoglm.server.stats_logger import log_engine_stats
+
+router = APIRouter()
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.server
+
+
+State = Depends(server_state)
+
+
+@router.get("/health")
+async def health(state: ServerState = State) -> Response:
+    """200 while requests are served; 503 while loading, draining, or after the engine loop died."""
+    state.ready_engine()
+    return Response(status_code=200)
+
+
+@router.get("/version")
+async def version() -> dict[str, str]:
+    return {"version": __version__}
+
+
+@router.get("/metrics")
+async def metrics(state: ServerState = State) -> Response:
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/models")
+async def list_models(state: ServerState = State) -> ModelList:
+    engine = state.ready_engine()
+    card = ModelCard(id=state.model_name, created=state.created, root=str(engine.engine.model_path),
+                     max_model_len=engine.engine.max_context_len)
+    return ModelList(data=[card])
+
+
+@router.post("/tokenize")
+async def tokenize(body: TokenizeRequest, state: ServerState = State) -> TokenizeResponse:
+    engine = state.ready_engine(body.model)
+    tokenizer = engine.engine.tokenizer
+    if body.messages is not None:
+        tokens = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
+    else:
+        tokens = tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+    return TokenizeResponse(count=len(tokens), max_model_len=engine.engine.max_context_len, tokens=tokens)
+
+
+@router.post("/detokenize")
+async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> DetokenizeResponse:
+    engine = state.ready_engine(body.model)
+    return DetokenizeResponse(prompt=engine.engine.tokenizer.decode(body.tokens))
+
+
+@router.post("/v1/completions")
+async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    return await create_completion(raw, state, body)
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    return await create_chat_completion(raw, state, body)
+
+
+def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None = None,
+              on_load_failure: Callable[[], None] | None = None) -> FastAPI:
+    """An app that starts loading the model when it starts, answering 503 until the model is ready.
+
+    `load_engine` defaults to building an LLMEngine from `config`; `on_load_failure` is called
+    if loading raises (the server cannot serve anything after that).
+    """
+    state = ServerState(config)
+    load = load_engine or partial(LLMEngine, config)
+
+    def loaded(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and on_load_failure is not None:
+            on_load_failure()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        loading = asyncio.create_task(state.load(load))
+        loading.add_done_callback(loaded)
+        stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
+        yield
+        loading.cancel()
+        stats.cancel()
+        await state.shutdown()
+
+    app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan)
+    app.state.server = state
+    install_error_handlers(app)
+    app.include_router(router)
+    return app

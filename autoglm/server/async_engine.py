@@ -1,0 +1,253 @@
+"""Drives an LLMEngine from one background thread, so the event loop never waits on a forward pass.
+
+The event loop reaches the thread only through a command queue (add, abort). The thread hands
+results back on one asyncio.Queue per request, once per step, with ``call_soon_threadsafe``.
+Everything that touches the LLMEngine (which is not thread-safe) runs on that thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
+from autoglm.outputs import RequestOutput
+from autoglm.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+
+class EngineDeadError(RuntimeError):
+    """The engine loop is not running: it was stopped, or it crashed."""
+
+
+class EngineStepError(RuntimeError):
+    """The engine step serving this request failed; the loop goes on serving new requests."""
+
+
+class QueueFullError(RuntimeError):
+    """The waiting queue is at max_waiting_requests."""
+
+
+class RequestTimeoutError(TimeoutError):
+    """The request did not finish within request_timeout_s, so it was aborted."""
+
+
+# What a request's queue carries: its outputs, or the error that ended it.
+StreamItem = RequestOutput | BaseException
+
+
+@dataclass
+class _AddRequest:
+    request_id: str
+    prompt: Prompt
+    params: SamplingParams
+    arrival_time: float
+    priority: int
+    queue: asyncio.Queue[StreamItem]
+
+
+@dataclass
+class _AbortRequest:
+    request_id: str
+
+
+class AsyncEngine:
+    """An LLMEngine behind an async ``generate``, stepped by its own thread."""
+
+    def __init__(self, engine: LLMEngine, max_waiting_requests: int, request_timeout_s: float) -> None:
+        self.engine = engine
+        self.max_waiting_requests = max_waiting_requests
+        self.request_timeout_s = request_timeout_s
+        # Replaced by the engine thread after every step; read from anywhere (one attribute store).
+        self.stats: EngineStats = engine.get_stats()
+        self._commands: deque[_AddRequest | _AbortRequest] = deque()
+        self._wakeup = threading.Condition()
+        self._stopping = False
+        self._dead = False  # set under the _wakeup lock once the thread takes no more commands
+        self._queues: dict[str, asyncio.Queue[StreamItem]] = {}  # engine thread only
+        self._open_requests: set[str] = set()  # event loop only
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, name="autoglm-engine", daemon=True)
+
+    # ---- event loop side --------------------------------------------------------------
+    def start(self) -> None:
+        """Start the engine thread; call from the event loop that will await the outputs."""
+        self._loop = asyncio.get_running_loop()
+        self._thread.start()
+
+    async def shutdown(self) -> None:
+        """Stop the thread after its current step; requests still open end with EngineDeadError."""
+        with self._wakeup:
+            self._stopping = True
+            self._wakeup.notify()
+        if self._thread.is_alive():
+            await asyncio.to_thread(self._thread.join)
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread.is_alive() and not self._stopping
+
+    @property
+    def num_open_requests(self) -> int:
+        return len(self._open_requests)
+
+    async def wait_until_idle(self, timeout_s: float) -> bool:
+        """Wait until no request is open; False if `timeout_s` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def generate(self, request_id: str, prompt: Prompt, params: SamplingParams, priority: int = 0,
+                       arrival_time: float | None = None) -> AsyncIterator[RequestOutput]:
+        """The request's outputs, one per engine step that advanced it, until it finishes.
+
+        Bad input raises ValueError and a full queue QueueFullError, both at the first iteration.
+        Leaving the iteration early (the client went away, the task was cancelled) or running past
+        request_timeout_s (RequestTimeoutError) aborts the request, freeing its blocks at the next step.
+        """
+        if request_id in self._open_requests:
+            raise ValueError(f"request id '{request_id}' is already in use")
+        deadline = asyncio.get_running_loop().time() + self.request_timeout_s
+        arrival = time.time() if arrival_time is None else arrival_time
+        queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        self._open_requests.add(request_id)
+        self._idle.clear()
+        ended = False  # the engine no longer knows the request: finished, rejected or failed
+        try:
+            self._send(_AddRequest(request_id, prompt, params, arrival, priority, queue))
+            while not ended:
+                item = await self._next_item(queue, deadline)
+                if isinstance(item, BaseException):
+                    ended = True
+                    raise item
+                ended = item.finished
+                yield item
+        finally:
+            self._open_requests.discard(request_id)
+            if not self._open_requests:
+                self._idle.set()
+            if not ended:
+                self._send(_AbortRequest(request_id))
+
+    async def _next_item(self, queue: asyncio.Queue[StreamItem], deadline: float) -> StreamItem:
+        try:
+            return await asyncio.wait_for(queue.get(), deadline - asyncio.get_running_loop().time())
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(
+                f"the request did not finish within request_timeout_s={self.request_timeout_s:g} seconds"
+            ) from None
+
+    def _send(self, command: _AddRequest | _AbortRequest) -> None:
+        with self._wakeup:
+            if not self._dead:
+                self._commands.append(command)
+                self._wakeup.notify()
+                return
+        if isinstance(command, _AddRequest):
+            command.queue.put_nowait(EngineDeadError("the engine loop is not running"))
+
+    # ---- engine thread side -----------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while (commands := self._wait_for_work()) is not None:
+                for command in commands:
+                    self._apply(command)
+                if self.engine.has_unfinished_requests():
+                    self._step()
+                self.stats = self.engine.get_stats()
+        except Exception:
+            logger.exception("the engine loop died; the server now answers 503")
+        finally:
+            self._fail_everything()
+
+    def _wait_for_work(self) -> list[_AddRequest | _AbortRequest] | None:
+        """The commands sent since the last call, sleeping while there is nothing to do; None to stop."""
+        with self._wakeup:
+            while not (self._stopping or self._commands or self.engine.has_unfinished_requests()):
+                self._wakeup.wait()
+            if self._stopping:
+                return None
+            commands = list(self._commands)
+            self._commands.clear()
+            return commands
+
+    def _apply(self, command: _AddRequest | _AbortRequest) -> None:
+        if isinstance(command, _AbortRequest):
+            if self._queues.pop(command.request_id, None) is not None:
+                self.engine.abort_request(command.request_id)
+            return
+        error = self._admit(command)
+        if error is None:
+            self._queues[command.request_id] = command.queue
+        else:
+            self._deliver([(command.queue, error)])
+
+    def _admit(self, command: _AddRequest) -> BaseException | None:
+        """Hand the request to the engine; the error that rejects it, if any."""
+        if self.engine.get_stats().num_waiting >= self.max_waiting_requests:
+            return QueueFullError(
+                f"the server is at its limit of {self.max_waiting_requests} waiting requests; retry later"
+            )
+        try:
+            self.engine.add_request(command.request_id, command.prompt, command.params,
+                                    arrival_time=command.arrival_time, priority=command.priority)
+        except ValueError as error:
+            return error
+        except Exception as error:
+            logger.exception("adding request %s failed", command.request_id)
+            return EngineStepError(f"the engine could not accept the request: {type(error).__name__}: {error}")
+        return None
+
+    def _step(self) -> None:
+        try:
+            outputs = self.engine.step()
+        except Exception as error:
+            # A half-applied step leaves its requests in an unknown state: end them all, keep serving.
+            logger.exception("engine step failed; ending the %d requests in flight", len(self._queues))
+            message = f"the engine failed while generating: {type(error).__name__}: {error}"
+            for request_id in list(self._queues):
+                self.engine.abort_request(request_id)
+            self._deliver([(queue, EngineStepError(message)) for queue in self._queues.values()])
+            self._queues.clear()
+            return
+        deliveries = []
+        for output in outputs:
+            queue = self._queues.get(output.request_id)
+            if queue is not None:
+                deliveries.append((queue, output))
+                if output.finished:
+                    del self._queues[output.request_id]
+        self._deliver(deliveries)
+
+    def _fail_everything(self) -> None:
+        """The thread is leaving: no request may wait forever for it."""
+        with self._wakeup:
+            self._dead = True
+            pending = [c.queue for c in self._commands if isinstance(c, _AddRequest)]
+            self._commands.clear()
+        message = "the engine loop stopped before the request finished"
+        self._deliver([(queue, EngineDeadError(message)) for queue in [*self._queues.values(), *pending]])
+        self._queues.clear()
+
+    def _deliver(self, deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]]) -> None:
+        """Put items on their queues from the event loop, one wake-up for the whole batch."""
+        if not deliveries or self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(_put_all, deliveries)
+        except RuntimeError:  # the event loop is already closed: nobody is waiting any more
+            pass
+
+
+def _put_all(deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]]) -> None:
+    for queue, item in deliveries:
+        queue.put_nowait(item)

@@ -1,0 +1,137 @@
+"""Every failure answered in OpenAI's error shape, so clients raise their usual exceptions.
+
+``{"error": {"message", "type", "param", "code"}}`` with the HTTP status a client branches on;
+no request, however malformed, gets a stack trace or FastAPI's 422.
+"""
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from pydantic_core import ErrorDetails
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from autoglm.server.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
+
+logger = logging.getLogger(__name__)
+
+# Seconds a client told 429 should wait before retrying.
+RETRY_AFTER_S = 1
+# OpenAI's error type for each status; people read it, clients branch on the status.
+_ERROR_TYPES = {
+    HTTPStatus.BAD_REQUEST: "invalid_request_error",
+    HTTPStatus.NOT_FOUND: "invalid_request_error",
+    HTTPStatus.METHOD_NOT_ALLOWED: "invalid_request_error",
+    HTTPStatus.TOO_MANY_REQUESTS: "rate_limit_error",
+    HTTPStatus.GATEWAY_TIMEOUT: "timeout_error",
+}
+
+
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class APIError(Exception):
+    """A failure with the HTTP status and OpenAI error fields it is answered with."""
+
+    def __init__(self, status: HTTPStatus, message: str, *, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = ErrorResponse(error=ErrorInfo(
+            message=message, type=_ERROR_TYPES.get(status, "server_error"), param=param, code=code,
+        ))
+        self.headers = headers
+
+    def to_response(self) -> JSONResponse:
+        return JSONResponse(self.body.model_dump(), status_code=self.status, headers=self.headers)
+
+
+def to_api_error(error: BaseException) -> APIError:
+    """The answer for any failure while serving a request."""
+    if isinstance(error, APIError):
+        return error
+    if isinstance(error, ValueError):
+        return APIError(HTTPStatus.BAD_REQUEST, str(error))
+    if isinstance(error, QueueFullError):
+        return APIError(HTTPStatus.TOO_MANY_REQUESTS, str(error), code="rate_limit_exceeded",
+                        headers={"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(error, RequestTimeoutError):
+        return APIError(HTTPStatus.GATEWAY_TIMEOUT, str(error), code="request_timeout")
+    if isinstance(error, EngineDeadError):
+        return APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(error), code="engine_not_running")
+    if isinstance(error, EngineStepError):
+        return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, str(error), code="engine_error")
+    logger.error("unexpected error while serving a request", exc_info=error)
+    return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal server error: {type(error).__name__}: {error}")
+
+
+def _validation_error(error: RequestValidationError) -> APIError:
+    """The first problem pydantic found, as one sentence naming the field."""
+    problems = error.errors()
+    problem = problems[0]
+    if problem["type"] == "json_invalid":
+        detail = problem.get("ctx", {}).get("error", problem["msg"])
+        return APIError(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON: {detail}")
+    locs = [tuple(part for part in p["loc"] if part != "body") for p in problems]
+    loc = locs[0]
+    if not loc:
+        return APIError(HTTPStatus.BAD_REQUEST, f"invalid request body: {_reason(problem)}")
+    field_loc = loc[:next((i for i, part in enumerate(loc) if _is_union_member(part)), len(loc))]
+    path = ".".join(str(part) for part in field_loc)
+    if field_loc == loc:
+        message = f"{path}: {_reason(problem)}"
+    else:
+        # pydantic tried each type the field accepts; name them instead of the last one's complaint.
+        depth = len(field_loc)
+        members = [str(other[depth]) for other in locs if other[:depth] == field_loc and len(other) > depth]
+        message = f"{path}: expected {' or '.join(dict.fromkeys(members))}"
+    if problem["type"] != "missing":
+        message += f" (got {problem['input']!r})"
+    return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]))
+
+
+def _reason(problem: ErrorDetails) -> str:
+    return str(problem["ctx"]["error"]) if problem["type"] == "value_error" else problem["msg"]
+
+
+_SCALAR_TYPE_NAMES = frozenset({"str", "int", "float", "bool"})
+
+
+def _is_union_member(part: int | str) -> bool:
+    """pydantic names each member of a union in the error location: 'str', 'list[int]', 'TextContentPart'."""
+    return isinstance(part, str) and (part in _SCALAR_TYPE_NAMES or "[" in part or part[:1].isupper())
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure FastAPI and Starlette know about to an OpenAI-shaped answer."""
+
+    async def api_error(_: Request, error: Exception) -> JSONResponse:
+        return to_api_error(error).to_response()
+
+    async def invalid_request(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return _validation_error(error).to_response()
+
+    async def http_error(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        status = HTTPStatus(error.status_code)
+        return APIError(status, str(error.detail), headers=error.headers).to_response()
+
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    for known in (APIError, ValueError, QueueFullError, RequestTimeoutError, EngineDeadError, EngineStepError):
+        app.add_exception_handler(known, api_error)
+    # The last resort: Starlette answers with it, then re-raises so the server logs the trace.
+    app.add_exception_handler(Exception, api_error)

@@ -1,0 +1,93 @@
+"""Prometheus metrics under vLLM's names, with the ``autoglm:`` prefix.
+
+Load and token counters mirror the engine's own statistics, so they are read from its latest
+snapshot at scrape time instead of being counted a second time. Latencies and finished
+requests are observed by the server as requests end.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from autoglm.engine.llm_engine import EngineStats
+
+_LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                      10.0, 20.0, 40.0, 80.0, 160.0, 640.0)
+_TOKEN_LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                            2.5, 5.0, 10.0)
+
+
+class _EngineStatsCollector(Collector):
+    """Gauges and counters read from the engine's latest statistics; nothing while it loads."""
+
+    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None]) -> None:
+        self._model_name = model_name
+        self._read_stats = read_stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._read_stats()
+        if stats is None:
+            return
+        gauges = (
+            ("autoglm:num_requests_running", "Requests in the running batch.", stats.num_running),
+            ("autoglm:num_requests_waiting", "Requests waiting to be scheduled.", stats.num_waiting),
+            ("autoglm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", stats.kv_cache_usage),
+        )
+        counters = (
+            ("autoglm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+             stats.prefix_cache_queries),
+            ("autoglm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", stats.prefix_cache_hits),
+            ("autoglm:num_preemptions", "Sequences preempted to free KV cache blocks.", stats.num_preemptions),
+            ("autoglm:prompt_tokens", "Prompt tokens admitted.", stats.prompt_tokens_total),
+            ("autoglm:generation_tokens", "Tokens generated.", stats.generation_tokens_total),
+        )
+        for name, documentation, value in gauges:
+            gauge = GaugeMetricFamily(name, documentation, labels=["model_name"])
+            gauge.add_metric([self._model_name], value)
+            yield gauge
+        for name, documentation, value in counters:
+            counter = CounterMetricFamily(name, documentation, labels=["model_name"])
+            counter.add_metric([self._model_name], value)
+            yield counter
+
+
+class ServerMetrics:
+    """One registry per app, so several servers in one process never share numbers."""
+
+    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None]) -> None:
+        self.model_name = model_name
+        self.registry = CollectorRegistry()
+        self.registry.register(_EngineStatsCollector(model_name, read_stats))
+        self._request_success = Counter(
+            "autoglm:request_success", "Requests that finished, by finish reason.",
+            ["model_name", "finished_reason"], registry=self.registry,
+        )
+        self.time_to_first_token = self._histogram(
+            "autoglm:time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
+            _LATENCY_BUCKETS_S,
+        )
+        self.inter_token_latency = self._histogram(
+            "autoglm:inter_token_latency_seconds", "Seconds between consecutive generated tokens.",
+            _TOKEN_LATENCY_BUCKETS_S,
+        )
+        self.e2e_request_latency = self._histogram(
+            "autoglm:e2e_request_latency_seconds", "Seconds from arrival to the last token.", _LATENCY_BUCKETS_S,
+        )
+        self.request_queue_time = self._histogram(
+            "autoglm:request_queue_time_seconds", "Seconds from arrival to the first scheduled step.",
+            _LATENCY_BUCKETS_S,
+        )
+
+    def _histogram(self, name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
+        histogram = Histogram(name, documentation, ["model_name"], buckets=buckets, registry=self.registry)
+        return histogram.labels(self.model_name)
+
+    def count_success(self, finished_reason: str) -> None:
+        self._request_success.labels(self.model_name, finished_reason).inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of everything above (media type CONTENT_TYPE_LATEST)."""
+        return generate_latest(self.registry)

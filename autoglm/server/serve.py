@@ -1,0 +1,64 @@
+"""``autoglm serve``: the command line entry of the HTTP server.
+
+Registering the subcommand imports nothing heavy; the server's modules load when it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+# Status when the model fails to load.
+EXIT_LOAD_FAILED = 1
+# Seconds uvicorn waits for connections after the drain; the engine has stopped by then.
+CONNECTION_CLOSE_TIMEOUT_S = 5
+
+
+def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``serve`` with the ``autoglm`` command line."""
+    # Imported here because the command line module imports this one to build its parser.
+    from autoglm.cli import add_config_arguments
+
+    parser = subparsers.add_parser(
+        "serve", help="serve the OpenAI-compatible HTTP API",
+        description="Serve /v1/completions, /v1/chat/completions, /health, /metrics and more over HTTP.",
+    )
+    add_config_arguments(parser)
+    parser.set_defaults(handler=run_server)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from autoglm.cli import announce_model, config_from_args
+    from autoglm.model_paths import resolve_model_path
+    from autoglm.server.app import build_app
+    from autoglm.server.draining_server import DrainingServer
+
+    config = config_from_args(args)
+    announce_model(config)
+    resolve_model_path(config.model)  # a missing folder is a usage error, reported before the server starts
+    _configure_logging()
+    server: DrainingServer | None = None
+
+    def load_failed() -> None:
+        assert server is not None
+        server.stop(EXIT_LOAD_FAILED)
+
+    app = build_app(config, on_load_failure=load_failed)
+    uvicorn_config = uvicorn.Config(app, host=config.host, port=config.port, log_config=None, access_log=False,
+                                    timeout_graceful_shutdown=CONNECTION_CLOSE_TIMEOUT_S)
+    server = DrainingServer(uvicorn_config, app.state.server)
+    server.run()
+    return server.exit_code
+
+
+def _configure_logging() -> None:
+    """Server logs at INFO; request lines are bare JSON, one per line, for log shippers."""
+    from autoglm.server.tracking import request_logger
+
+    logging.getLogger("autoglm").setLevel(logging.INFO)
+    logging.getLogger("uvicorn").setLevel(logging.INFO)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    request_logger.addHandler(handler)
+    request_logger.propagate = False

@@ -1,0 +1,101 @@
+"""POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from fastapi import Request, Response
+from jinja2 import TemplateError
+from transformers import PreTrainedTokenizerBase
+
+from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.server.errors import APIError
+from autoglm.server.logprobs import chat_logprobs, token_decoder
+from autoglm.server.protocol import ChatCompletionRequest, ChatMessage
+from autoglm.server.responses import (
+    AssistantMessage,
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatCompletionResponse,
+    ChatLogprobs,
+    DeltaMessage,
+    UsageInfo,
+)
+from autoglm.server.sampling import chat_sampling_params
+from autoglm.server.serving import serve_generation, usage_info
+from autoglm.server.state import ServerState
+from autoglm.server.streaming import ChoiceDelta
+
+
+def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage],
+                       add_generation_prompt: bool) -> list[int]:
+    """Token ids of the conversation as the model was trained to read it.
+
+    The template writes any special tokens itself, so the tokenizer must not add them again.
+    """
+    if not tokenizer.chat_template:
+        raise APIError(HTTPStatus.BAD_REQUEST, "this model has no chat template; use /v1/completions instead",
+                       param="messages")
+    try:
+        text = tokenizer.apply_chat_template([message.as_template_input() for message in messages],
+                                             tokenize=False, add_generation_prompt=add_generation_prompt)
+    except TemplateError as error:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
+                       param="messages") from None
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
+    tracker = state.new_tracker("chatcmpl")
+    with tracker.logging_rejection():
+        engine = state.ready_engine(body.model)
+        params = chat_sampling_params(body)
+        tokenizer = engine.engine.tokenizer
+        prompt = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
+    num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs, tokenizer)
+    return await serve_generation(raw, engine, tracker, prompt, params, body, builder)
+
+
+@dataclass
+class ChatBuilder:
+    request_id: str
+    created: int
+    model: str
+    num_logprobs: int | None
+    tokenizer: PreTrainedTokenizerBase
+
+    def response(self, output: RequestOutput) -> ChatCompletionResponse:
+        choices = [
+            ChatChoice(
+                index=completion.index,
+                message=AssistantMessage(content=completion.text),
+                logprobs=self._logprobs(completion.token_ids, completion.logprobs),
+                finish_reason=completion.finish_reason,
+            )
+            for completion in output.outputs
+        ]
+        return ChatCompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
+                                      usage=usage_info(output))
+
+    def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> ChatCompletionChunk:
+        # The role goes out once, with each choice's first chunk.
+        message = DeltaMessage(role="assistant" if delta.is_first else None, content=delta.text)
+        choice = ChatChunkChoice(index=delta.index, delta=message,
+                                 logprobs=self._logprobs(delta.token_ids, delta.logprobs),
+                                 finish_reason=delta.finish_reason)
+        return self._chunk([choice], None)
+
+    def usage_chunk(self, usage: UsageInfo) -> ChatCompletionChunk:
+        return self._chunk([], usage)
+
+    def _chunk(self, choices: list[ChatChunkChoice], usage: UsageInfo | None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=self.request_id, created=self.created, model=self.model, choices=choices,
+                                   usage=usage)
+
+    def _logprobs(self, token_ids: list[int], positions: list[PositionLogprobs] | None) -> ChatLogprobs | None:
+        if self.num_logprobs is None or positions is None:
+            return None
+        return chat_logprobs(token_ids, positions, self.num_logprobs, token_decoder(self.tokenizer))

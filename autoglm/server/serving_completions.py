@@ -1,0 +1,87 @@
+"""POST /v1/completions: a prompt in, text out, in OpenAI's legacy completions shapes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request, Response
+from transformers import PreTrainedTokenizerBase
+
+from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.server.logprobs import completion_logprobs, token_decoder
+from autoglm.server.protocol import CompletionRequest
+from autoglm.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
+from autoglm.server.sampling import completion_sampling_params
+from autoglm.server.serving import serve_generation, usage_info
+from autoglm.server.state import ServerState
+from autoglm.server.streaming import ChoiceDelta
+
+
+async def create_completion(raw: Request, state: ServerState, body: CompletionRequest) -> Response:
+    tracker = state.new_tracker("cmpl")
+    with tracker.logging_rejection():
+        engine = state.ready_engine(body.model)
+        params = completion_sampling_params(body)
+    builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
+                                body.logprobs, engine.engine.tokenizer)
+    return await serve_generation(raw, engine, tracker, body.prompt, params, body, builder)
+
+
+@dataclass
+class CompletionBuilder:
+    """With ``echo`` each choice's text (and log-probs) starts with the prompt's."""
+
+    request_id: str
+    created: int
+    model: str
+    echo: bool
+    num_logprobs: int | None
+    tokenizer: PreTrainedTokenizerBase
+
+    def response(self, output: RequestOutput) -> CompletionResponse:
+        prefix = self._echoed_prompt(output)
+        choices = [
+            CompletionChoice(
+                index=completion.index,
+                text=prefix + completion.text,
+                logprobs=self._logprobs(output, completion.token_ids, completion.logprobs, self.echo, 0),
+                finish_reason=completion.finish_reason,
+            )
+            for completion in output.outputs
+        ]
+        return self._wrap(choices, usage_info(output))
+
+    def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> CompletionResponse:
+        # The echoed prompt goes out with each choice's first chunk.
+        with_prompt = self.echo and delta.is_first
+        prefix = self._echoed_prompt(output)
+        text = prefix + delta.text if with_prompt else delta.text
+        first_offset = 0 if with_prompt else len(prefix) + delta.text_offset
+        logprobs = self._logprobs(output, delta.token_ids, delta.logprobs, with_prompt, first_offset)
+        choice = CompletionChoice(index=delta.index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason)
+        return self._wrap([choice], None)
+
+    def usage_chunk(self, usage: UsageInfo) -> CompletionResponse:
+        return self._wrap([], usage)
+
+    def _wrap(self, choices: list[CompletionChoice], usage: UsageInfo | None) -> CompletionResponse:
+        return CompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
+                                  usage=usage)
+
+    def _echoed_prompt(self, output: RequestOutput) -> str:
+        if not self.echo:
+            return ""
+        if output.prompt is not None:
+            return output.prompt
+        return self.tokenizer.decode(output.prompt_token_ids)
+
+    def _logprobs(self, output: RequestOutput, token_ids: list[int], positions: list[PositionLogprobs] | None,
+                  with_prompt: bool, first_offset: int) -> CompletionLogprobs | None:
+        if self.num_logprobs is None or positions is None:
+            return None
+        all_ids: list[int] = list(token_ids)
+        all_positions: list[PositionLogprobs | None] = list(positions)
+        if with_prompt:
+            all_ids = output.prompt_token_ids + all_ids
+            all_positions = list(output.prompt_logprobs or []) + all_positions
+        decode = token_decoder(self.tokenizer)
+        return completion_logprobs(all_ids, all_positions, self.num_logprobs, decode, first_offset)

@@ -1,0 +1,138 @@
+"""Real servers for the tests: the app under uvicorn on 127.0.0.1, a random free port, a tiny model."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+from openai import OpenAI
+from prometheus_client.parser import text_string_to_metric_families
+from transformers import AutoTokenizer
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.server.app import build_app
+from autoglm.server.state import ServerState
+from tests.tiny_models import make_tiny_checkpoint
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+# Small enough to start in a moment, big enough for every test's prompt plus output.
+BASE_SETTINGS = {"max_context_len": 256, "kv_cache_memory": "4MiB", "log_stats_interval_s": 0.5}
+STARTUP_TIMEOUT_S = 60.0
+
+
+def make_chat_model(folder: Path) -> Path:
+    """A tiny llama checkpoint whose tokenizer carries a simple chat template."""
+    make_tiny_checkpoint("llama", folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    app: FastAPI
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def state(self) -> ServerState:
+        return self.app.state.server
+
+    def openai(self) -> OpenAI:
+        return OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+    def metrics(self) -> dict[str, float]:
+        return scrape_metrics(self.url)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def start_server(model: Path, load_engine: Callable[[], LLMEngine] | None = None, wait_ready: bool = True,
+                 **settings: object) -> RunningServer:
+    """Serve `model` from a uvicorn thread; by default, return once /health answers 200."""
+    config = AutoGLMConfig(model=str(model), **{**BASE_SETTINGS, **settings})
+    app = build_app(config, load_engine=load_engine)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    running = RunningServer(url, app, server, thread)
+    wait_for_health(url, 200 if wait_ready else 503)
+    return running
+
+
+def wait_for_health(url: str, status: int, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == status:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url}/health did not answer {status} within {timeout_s}s")
+
+
+def scrape_metrics(url: str) -> dict[str, float]:
+    """Every sample of /metrics by name and sorted labels, e.g. 'autoglm:x_total{finished_reason=length}'."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k != "model_name")
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def sse_payloads(response: httpx.Response) -> list[str]:
+    """The data of each server-sent event of a streamed response, read to the end."""
+    return [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+
+
+def long_completion(**overrides: object) -> dict[str, object]:
+    """A request body that keeps the engine busy for a few seconds."""
+    return {"prompt": "Hello world", "max_tokens": 200, "temperature": 0, "ignore_eos": True, **overrides}
+
+
+def slow_down_steps(server: RunningServer, monkeypatch, step_s: float = 0.02) -> None:
+    """Make every engine step take at least `step_s`, so a long request stays in flight for seconds
+    however fast the machine is (and the HTTP side must stay responsive meanwhile)."""
+    engine = server.state.engine.engine
+    step = engine.step
+
+    def slow_step():
+        time.sleep(step_s)
+        return step()
+
+    monkeypatch.setattr(engine, "step", slow_step)

@@ -1,0 +1,51 @@
+"""``autoglm serve`` as a real process: SIGTERM lets running requests finish, refuses new ones, exits 0."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.server.live_server import free_port, long_completion, wait_for_health
+
+SERVE_COMMAND = [sys.executable, "-m", "autoglm.cli", "serve"]
+# A request this long (the tiny model's whole context) runs for a while after the signal.
+LONG_MAX_TOKENS = 500
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def test_sigterm_drains_then_exits_zero(chat_model):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [*SERVE_COMMAND, "--model", str(chat_model), "--port", str(port), "--max-context-len", "512",
+               "--kv-cache-memory", "4MiB", "--drain-timeout-s", "30"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_health(url, 200, timeout_s=90)
+        body = long_completion(max_tokens=LONG_MAX_TOKENS, stream=True)
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as streamed:
+            lines = streamed.iter_lines()
+            events = [next(lines)]
+            process.send_signal(signal.SIGTERM)
+            wait_for_health(url, 503, timeout_s=5)
+            rejected = httpx.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1}, timeout=10)
+            events += list(lines)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        output = process.communicate()[0]
+
+    assert rejected.status_code == 503 and rejected.json()["error"]["code"] == "server_draining"
+    payloads = [line.removeprefix("data: ") for line in events if line.startswith("data: ")]
+    assert payloads[-1] == "[DONE]"
+    assert json.loads(payloads[-2])["choices"][0]["finish_reason"] == "length"
+    text = "".join(json.loads(p)["choices"][0]["text"] for p in payloads[:-1])
+    assert text, "the drained request streamed its text"
+    request_lines = [json.loads(line) for line in output.splitlines() if line.startswith('{"request_id"')]
+    assert sorted((line["status"], line["completion_tokens"]) for line in request_lines) == [
+        (200, LONG_MAX_TOKENS), (503, 0)]
