@@ -1,11 +1,11 @@
-# Two entry points: `make test` and `make demo`. Both install into .venv first.
+# Entry points: `make serve`, `make test` and `make demo`. Each installs into .venv first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo clean
+.PHONY: install serve test demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ $(STAMP): $(PY) pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+serve: install
+	$(VENV)/bin/autoglm serve $(ARGS)
 
 test: install
 	$(PY) -m pytest -q
