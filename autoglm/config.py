@@ -103,6 +103,13 @@ class AutoGLMConfig(BaseModel):
     device: str = Field(
         "auto", description="'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is checked later."
     )
+    cpu_upcast_half: bool = Field(
+        True,
+        description=(
+            "On a CPU without bfloat16/float16 matrix instructions, run a bfloat16/float16 model in float32 "
+            "(2-4x faster there, twice the weight and KV memory); false keeps half precision."
+        ),
+    )
     block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.")
     max_context_len: int = Field(
         8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len."

@@ -1,7 +1,16 @@
 """Device choice and memory figures, so the rest of the code never asks torch directly."""
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import torch
+
+# CPU flags (Linux /proc/cpuinfo) of native matrix instructions for each half-precision dtype.
+_HALF_MATMUL_FLAGS = {
+    torch.bfloat16: ("avx512_bf16", "amx_bf16"),
+    torch.float16: ("avx512_fp16", "amx_fp16"),
+}
 
 
 def _accelerator_available(kind: str) -> bool:
@@ -33,3 +42,33 @@ def device_memory(device: torch.device) -> tuple[int, int] | None:
     if device.type in ("cuda", "xpu"):
         return getattr(torch, device.type).mem_get_info(device)
     return None
+
+
+@lru_cache(maxsize=1)
+def _cpu_flags() -> frozenset[str] | None:
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return None
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return None
+
+
+def cpu_has_native_matmul(dtype: torch.dtype) -> bool:
+    """Whether this CPU multiplies ``dtype`` matrices in hardware; unknown CPUs are assumed to."""
+    flags = _cpu_flags()
+    if dtype not in _HALF_MATMUL_FLAGS or flags is None:
+        return True
+    return any(flag in flags for flag in _HALF_MATMUL_FLAGS[dtype])
+
+
+def compute_dtype(dtype: torch.dtype, device: torch.device, upcast_half_on_cpu: bool) -> torch.dtype:
+    """The dtype weights and KV are kept in: ``dtype``, or float32 where the CPU would emulate it.
+
+    Without bf16/fp16 instructions PyTorch emulates half-precision matmuls, 2-4x slower than
+    float32 on the same CPU, so computing in float32 is the faster way to run such a model.
+    """
+    if upcast_half_on_cpu and device.type == "cpu" and not cpu_has_native_matmul(dtype):
+        return torch.float32
+    return dtype

@@ -20,3 +20,16 @@ def test_cpu_has_no_device_memory_figure():
 def test_missing_accelerator_is_a_clear_error():
     with pytest.raises(ValueError, match="'cuda:0' is not available on this machine"):
         resolve_device("cuda:0")
+
+
+def test_half_precision_upcasts_only_where_the_cpu_would_emulate_it(monkeypatch):
+    from autoglm import platforms
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(platforms, "_cpu_flags", lambda: frozenset({"avx512f"}))
+    assert platforms.compute_dtype(torch.bfloat16, cpu, upcast_half_on_cpu=True) == torch.float32
+    assert platforms.compute_dtype(torch.bfloat16, cpu, upcast_half_on_cpu=False) == torch.bfloat16
+    assert platforms.compute_dtype(torch.float32, cpu, upcast_half_on_cpu=True) == torch.float32
+    monkeypatch.setattr(platforms, "_cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert platforms.compute_dtype(torch.bfloat16, cpu, upcast_half_on_cpu=True) == torch.bfloat16
+    assert platforms.compute_dtype(torch.float16, cpu, upcast_half_on_cpu=True) == torch.float32

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
-from autoglm.platforms import device_memory, resolve_device
+from autoglm.platforms import compute_dtype, device_memory, resolve_device
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
 
@@ -69,7 +69,11 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     device = resolve_device(config.device)
     model_path = resolve_model_path(config.model)
     model_config = ModelConfig.from_pretrained(model_path)
-    dtype = resolve_dtype(config.dtype, model_config)
+    requested_dtype = resolve_dtype(config.dtype, model_config)
+    dtype = compute_dtype(requested_dtype, device, config.cpu_upcast_half)
+    if dtype != requested_dtype:
+        logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
+                       "keeps half precision, emulated and slower)", requested_dtype)
     torch.manual_seed(config.seed)
     model, model_config = load_model(model_path, dtype, device)
     tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or model_path))
