@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
+from autoglm.bench.cli import add_bench_subcommand
 from autoglm.server.serve import add_serve_subcommand
 
 
@@ -90,7 +91,7 @@ def _add_eval_ppl(subparsers) -> None:
 
 
 # Each entry adds one subcommand; modules with heavier imports load only when chosen.
-SUBCOMMANDS: list[Callable] = [_add_generate, add_serve_subcommand, _add_eval_ppl]
+SUBCOMMANDS: list[Callable] = [_add_generate, add_serve_subcommand, _add_eval_ppl, add_bench_subcommand]
 
 
 def build_parser() -> argparse.ArgumentParser:

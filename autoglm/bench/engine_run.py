@@ -1,0 +1,39 @@
+"""The engine's side of a benchmark: a whole workload through ``LLM.generate``."""
+from __future__ import annotations
+
+import time
+from statistics import mean
+
+from autoglm.bench.results import EngineThroughputResult
+from autoglm.bench.workloads import Workload
+from autoglm.llm import LLM
+from autoglm.sampling_params import SamplingParams
+
+
+def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
+    """Submit every request at once, greedy and ignoring EOS, and time until the last finishes.
+
+    Counters are taken as differences, so one ``llm`` can run several workloads in turn.
+    """
+    prompts = [request.prompt_token_ids for request in workload.requests]
+    params = [
+        SamplingParams(temperature=0.0, max_tokens=request.max_tokens, ignore_eos=True)
+        for request in workload.requests
+    ]
+    before = llm.engine.get_stats()
+    start = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    elapsed_s = time.perf_counter() - start
+    after = llm.engine.get_stats()
+    workload.check_output_lengths([len(output.outputs[0].token_ids) for output in outputs], "the engine")
+    cache_queries = after.prefix_cache_queries - before.prefix_cache_queries
+    cache_hits = after.prefix_cache_hits - before.prefix_cache_hits
+    return EngineThroughputResult(
+        num_requests=len(workload.requests),
+        prompt_tokens=workload.prompt_tokens,
+        output_tokens=workload.output_tokens,
+        elapsed_s=elapsed_s,
+        mean_ttft_s=mean(output.metrics.first_token_time - output.metrics.arrival_time for output in outputs),
+        num_preemptions=after.num_preemptions - before.num_preemptions,
+        prefix_cache_hit_rate=cache_hits / cache_queries if cache_queries else 0.0,
+    )

@@ -1,0 +1,49 @@
+"""How benchmark results are shown: an aligned text table, and the machine they ran on."""
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name, as Linux reports it; the platform's guess elsewhere."""
+    if CPUINFO.is_file():
+        for line in CPUINFO.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                return value.strip()
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """What a reader needs to compare results across machines."""
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": platform.python_version(),
+    }
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 1) -> str:
+    """Columns padded to their widest cell: the first ``text_columns`` left-aligned, numbers right-aligned."""
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            cell.ljust(width) if column < text_columns else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(cells, widths))
+        ]
+        return "  ".join(padded).rstrip()
+
+    return "\n".join([line(header), line(["-" * width for width in widths]), *map(line, rows)])

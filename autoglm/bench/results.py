@@ -1,0 +1,47 @@
+"""What one side of a benchmark measured, and the rates derived from it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    """Token counts of a whole workload and the wall time it took (model load excluded)."""
+
+    num_requests: int
+    prompt_tokens: int
+    output_tokens: int
+    elapsed_s: float
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.output_tokens / self.elapsed_s
+
+    @property
+    def total_tokens_per_s(self) -> float:
+        return (self.prompt_tokens + self.output_tokens) / self.elapsed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "total_tokens_per_s": self.total_tokens_per_s,
+        }
+
+
+@dataclass(frozen=True)
+class EngineThroughputResult(ThroughputResult):
+    """The engine's side also says how its scheduler and cache fared."""
+
+    mean_ttft_s: float
+    num_preemptions: int
+    prefix_cache_hit_rate: float  # prompt tokens served from the cache / prompt tokens looked up
+
+
+def speedup(engine: ThroughputResult, baseline: ThroughputResult) -> dict[str, float]:
+    """Engine rate over baseline rate, for each rate."""
+    return {
+        "output_tokens_per_s": engine.output_tokens_per_s / baseline.output_tokens_per_s,
+        "total_tokens_per_s": engine.total_tokens_per_s / baseline.total_tokens_per_s,
+    }
