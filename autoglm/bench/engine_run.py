@@ -36,4 +36,5 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
         mean_ttft_s=mean(output.metrics.first_token_time - output.metrics.arrival_time for output in outputs),
         num_preemptions=after.num_preemptions - before.num_preemptions,
         prefix_cache_hit_rate=cache_hits / cache_queries if cache_queries else 0.0,
+        compute_dtype=str(llm.engine.dtype).removeprefix("torch."),
     )

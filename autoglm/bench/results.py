@@ -37,6 +37,7 @@ class EngineThroughputResult(ThroughputResult):
     mean_ttft_s: float
     num_preemptions: int
     prefix_cache_hit_rate: float  # prompt tokens served from the cache / prompt tokens looked up
+    compute_dtype: str  # float32 where the CPU would only emulate the requested half precision
 
 
 def speedup(engine: ThroughputResult, baseline: ThroughputResult) -> dict[str, float]:

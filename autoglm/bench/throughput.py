@@ -60,6 +60,15 @@ def prompt_token_ids(engine: LLMEngine) -> list[int]:
     return usable_token_ids(min(len(tokenizer), engine.model_config.vocab_size), special)
 
 
+def announce(workload: Workload, side: str, result: ThroughputResult) -> None:
+    """One line as each side finishes a workload: a long run shows progress, a stopped one keeps its numbers."""
+    print(
+        f"{workload.name} / {side}: {result.output_tokens} output tokens in {result.elapsed_s:.1f} s "
+        f"({result.output_tokens_per_s:.1f} output tok/s, {result.total_tokens_per_s:.1f} total tok/s)",
+        flush=True,
+    )
+
+
 def run_throughput(settings: ThroughputSettings) -> list[WorkloadComparison]:
     """Every workload through the engine, then, with the engine freed, through the baseline."""
     llm = LLM.from_config(settings.config)
@@ -68,14 +77,19 @@ def run_throughput(settings: ThroughputSettings) -> list[WorkloadComparison]:
         build_workload(name, settings.num_prompts, token_ids, settings.config.seed, settings.length_scale)
         for name in settings.workloads
     ]
-    engine_results = [run_engine_workload(llm, workload) for workload in workloads]
+    engine_results = []
+    for workload in workloads:
+        engine_results.append(run_engine_workload(llm, workload))
+        announce(workload, ENGINE_SIDE, engine_results[-1])
     model_path, model_config = llm.engine.model_path, llm.engine.model_config
     del llm
     gc.collect()
     baseline_results: list[ThroughputResult | None] = [None] * len(workloads)
     if settings.baseline == "transformers":
         model = load_transformers_model(model_path, resolve_dtype(settings.config.dtype, model_config))
-        baseline_results = [run_transformers_workload(model, workload) for workload in workloads]
+        for index, workload in enumerate(workloads):
+            baseline_results[index] = run_transformers_workload(model, workload)
+            announce(workload, BASELINE_SIDE, baseline_results[index])
     return [WorkloadComparison(*sides) for sides in zip(workloads, engine_results, baseline_results)]
 
 
@@ -101,7 +115,7 @@ def throughput_table(comparisons: list[WorkloadComparison]) -> str:
 def engine_summary(comparison: WorkloadComparison) -> str:
     result = comparison.engine
     return (
-        f"{comparison.workload.name}: engine mean TTFT {result.mean_ttft_s:.3f} s, "
+        f"{comparison.workload.name}: engine computes in {result.compute_dtype}, mean TTFT {result.mean_ttft_s:.3f} s, "
         f"{result.num_preemptions} preemptions, prefix cache hit rate {result.prefix_cache_hit_rate:.1%}"
     )
 

@@ -50,6 +50,7 @@ class LLMEngine:
         self.model_config = parts.model_config
         self.tokenizer = parts.tokenizer
         self.device = parts.device
+        self.dtype = parts.dtype  # what weights and KV are computed in (see platforms.compute_dtype)
         self.max_context_len = parts.max_context_len
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
