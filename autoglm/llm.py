@@ -29,17 +29,18 @@ class LLM:
     """
 
     def __init__(self, model: str | None = None, **settings) -> None:
-        self.config = AutoGLMConfig(model=model, **settings)
-        self.engine = LLMEngine(self.config)
-        self._request_counter = itertools.count()
+        self._start(AutoGLMConfig(model=model, **settings))
 
     @classmethod
     def from_config(cls, config: AutoGLMConfig) -> "LLM":
         llm = cls.__new__(cls)
-        llm.config = config
-        llm.engine = LLMEngine(config)
-        llm._request_counter = itertools.count()
+        llm._start(config)
         return llm
+
+    def _start(self, config: AutoGLMConfig) -> None:
+        self.config = config
+        self.engine = LLMEngine(config)
+        self._request_counter = itertools.count()
 
     def get_tokenizer(self):
         return self.engine.tokenizer
