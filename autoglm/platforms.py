@@ -37,6 +37,14 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so a wall-clock reading covers it; nothing to wait for on the CPU."""
+    if device.type in ("cuda", "xpu"):
+        getattr(torch, device.type).synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
 def device_memory(device: torch.device) -> tuple[int, int] | None:
     """(free, total) bytes of an accelerator; None on the CPU, where the budget is set in bytes."""
     if device.type in ("cuda", "xpu"):

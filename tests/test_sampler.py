@@ -88,7 +88,8 @@ def test_logprobs_come_from_the_raw_logits_whatever_the_settings():
 
 def test_top_logprobs_are_absent_when_no_row_asks_and_capped_at_the_vocab():
     logits = torch.tensor([LOGITS])
-    assert Sampler()(logits, build([SamplingParams()])).top_logprobs is None
+    unasked = Sampler()(logits, build([SamplingParams()]))
+    assert unasked.top_logprobs is None and unasked.logprobs is None
     out = Sampler()(logits, build([SamplingParams(logprobs=20)]))
     ranked = out.top_token_ids[0].tolist()
     assert ranked[:3] == [1, 2, 3] and set(ranked[3:]) == {0, 4}  # tokens 0 and 4 tie

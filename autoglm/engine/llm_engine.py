@@ -14,11 +14,12 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
-from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.outputs import RequestMetrics, RequestOutput
-from autoglm.runner.model_runner import TokenLogprobs
+from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
+from autoglm.runner.model_runner import StepResult, TokenLogprobs
 from autoglm.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class LLMEngine:
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill
         )
         self.requests: dict[str, RequestState] = {}
+        self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
 
@@ -181,13 +183,26 @@ class LLMEngine:
             generation_tokens_total=self.generation_tokens_total,
         )
 
+    def enable_profiling(self) -> StepProfiler:
+        """From now on, time each step's phases (``bench --profile``); read them from the returned profiler."""
+        self.profiler = StepProfiler(self.device)
+        self.runner.enable_profiling(self.profiler)
+        return self.profiler
+
     # ---- the step -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Run one forward pass and return the requests that made progress."""
-        batch = self.scheduler.schedule()
-        if not batch.seqs:
-            return []
-        result = self.runner.execute(batch.seqs, batch.num_new_tokens)
+        with self.profiler.step():
+            with self.profiler.phase(SCHEDULE):
+                batch = self.scheduler.schedule()
+            if not batch.seqs:
+                return []
+            result = self.runner.execute(batch.seqs, batch.num_new_tokens)
+            with self.profiler.phase(OUTPUTS):
+                return self._process_result(batch, result)
+
+    def _process_result(self, batch: ScheduledBatch, result: StepResult) -> list[RequestOutput]:
+        """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens."""
         now = time.time()
         touched: dict[str, RequestState] = {}
         for seq, num_new in zip(batch.seqs, batch.num_new_tokens):

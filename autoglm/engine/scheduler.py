@@ -101,10 +101,21 @@ class Scheduler:
         self.add(seq)
 
     def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = self.waiting[0]
+        """Admit waiting sequences in queue order while budget, slots and blocks last.
+
+        A sequence whose next uncached block is still being computed by a running prompt waits
+        a step or more instead: once those blocks are published it reads them from the cache
+        rather than computing the same prefix a second time.
+        """
+        in_flight = self._blocks_in_flight()
+        index = 0
+        while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[index]
             is_fresh = not seq.block_table
             cached = self.block_manager.find_cached_prefix(seq) if is_fresh else []
+            if len(cached) < len(seq.block_hashes) and seq.block_hashes[len(cached)] in in_flight:
+                index += 1
+                continue
             remaining = seq.num_tokens - seq.num_computed_tokens - len(cached) * self.block_manager.block_size
             if not self.enable_chunked_prefill and remaining > budget:
                 break
@@ -115,8 +126,21 @@ class Scheduler:
                 self.block_manager.record_prefix_lookup(seq.num_tokens, len(cached))
             if seq.num_preemptions == 0 and seq.num_cached_tokens == 0:
                 seq.num_cached_tokens = seq.num_computed_tokens
-            self.waiting.pop(0)
+            self.waiting.pop(index)
             seq.status = SequenceStatus.RUNNING
             bisect.insort(self.running, seq, key=lambda s: s.queue_key)
+            in_flight.update(self._unpublished_hashes(seq))
             batch.add(seq, num_new)
             budget -= num_new
+
+    def _blocks_in_flight(self) -> set[bytes]:
+        """Hashes of prompt blocks that running sequences are computing but have not yet published."""
+        if not self.block_manager.enable_prefix_caching:
+            return set()
+        return {block_hash for seq in self.running for block_hash in self._unpublished_hashes(seq)}
+
+    @staticmethod
+    def _unpublished_hashes(seq: Sequence) -> list[bytes]:
+        if seq.num_computed_tokens >= seq.num_prompt_tokens:
+            return []
+        return seq.block_hashes[seq.num_published_blocks:]

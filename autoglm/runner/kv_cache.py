@@ -27,9 +27,11 @@ def bytes_per_block(model: nn.Module, block_size: int, dtype: torch.dtype) -> in
 
 
 def default_kv_bytes(free_device_bytes: int | None, full_need_bytes: int) -> int:
+    """The pool size when ``kv_cache_memory`` is unset: never more than every sequence's full
+    context needs (``full_need_bytes``), so several engines in one process can share a device."""
     if free_device_bytes is None:
         return min(DEFAULT_CPU_KV_BYTES, full_need_bytes)
-    return int(free_device_bytes * DEFAULT_ACCELERATOR_FRACTION)
+    return min(int(free_device_bytes * DEFAULT_ACCELERATOR_FRACTION), full_need_bytes)
 
 
 def allocate_kv_cache(model: nn.Module, num_blocks: int, block_size: int, dtype: torch.dtype,

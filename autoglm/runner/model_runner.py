@@ -7,10 +7,12 @@ import torch
 from torch import nn
 
 from autoglm.engine.sequence import Sequence
-from autoglm.runner.attention import attention_metadata
+from autoglm.models.linear import Linear
+from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
+from autoglm.runner.attention import Attention, attention_metadata
 from autoglm.runner.kv_cache import allocate_kv_cache
 from autoglm.runner.sampler import Sampler, SamplingBatch
-from autoglm.runner.step_inputs import build_step_inputs
+from autoglm.runner.step_inputs import StepInputs, build_step_inputs
 
 
 @dataclass
@@ -18,7 +20,7 @@ class TokenLogprobs:
     """A token's raw-model log-probability, its rank, and the top-N alternatives."""
 
     token_id: int
-    logprob: float
+    logprob: float | None  # None when the request asked for no logprobs
     rank: int | None = None
     top: list[tuple[int, float]] = field(default_factory=list)
 
@@ -30,6 +32,32 @@ class StepResult:
     sampled: dict[Sequence, TokenLogprobs] = field(default_factory=dict)
     # For sequences asking for prompt logprobs: entries for the prompt tokens this chunk scored.
     prompt_logprobs: dict[Sequence, list[TokenLogprobs]] = field(default_factory=dict)
+
+
+@dataclass
+class LogitRows:
+    """Which rows of a step's hidden states need logits, and what each is for."""
+
+    rows: list[int] = field(default_factory=list)
+    sampling_seqs: list[Sequence] = field(default_factory=list)  # sequences that get a new token
+    sample_rows: list[int] = field(default_factory=list)  # index into ``rows`` of each one's last row
+    # Sequences scoring their prompt: (seq, first position, chunk length, first index into ``rows``).
+    scoring: list[tuple[Sequence, int, int, int]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, inputs: StepInputs) -> "LogitRows":
+        wanted = cls()
+        for seq, start, query_len in zip(inputs.seqs, inputs.query_starts, inputs.query_lens):
+            first_position = seq.num_computed_tokens
+            if seq.params.prompt_logprobs is not None and first_position < seq.num_prompt_tokens - 1:
+                wanted.scoring.append((seq, first_position, query_len, len(wanted.rows)))
+                wanted.rows.extend(range(start, start + query_len))
+            if first_position + query_len == seq.num_tokens:
+                if not wanted.scoring or wanted.scoring[-1][0] is not seq:
+                    wanted.rows.append(start + query_len - 1)
+                wanted.sampling_seqs.append(seq)
+                wanted.sample_rows.append(len(wanted.rows) - 1)
+        return wanted
 
 
 class ModelRunner:
@@ -44,35 +72,31 @@ class ModelRunner:
         self.eos_token_ids = eos_token_ids
         self.kv_cache = allocate_kv_cache(model, num_blocks, block_size, dtype, device)
         self.sampler = Sampler()
+        self.profiler: NullProfiler | StepProfiler = NO_PROFILER
+
+    def enable_profiling(self, profiler: StepProfiler) -> None:
+        """Time this runner's phases, and attention and linear layers inside the forward."""
+        profiler.attach(self.model, {Attention: ATTENTION, Linear: LINEAR})
+        self.profiler = profiler
 
     @torch.inference_mode()
     def execute(self, seqs: list[Sequence], num_new_tokens: list[int]) -> StepResult:
-        inputs = build_step_inputs(seqs, num_new_tokens, self.block_size, self.device)
-        with attention_metadata(inputs.attention):
+        profiler = self.profiler
+        with profiler.phase(PREPARE):
+            inputs = build_step_inputs(seqs, num_new_tokens, self.block_size, self.device)
+            wanted = LogitRows.of(inputs)
+        with profiler.phase(FORWARD), attention_metadata(inputs.attention):
             hidden = self.model(inputs.input_ids, inputs.positions)
-
-        sampling_seqs: list[Sequence] = []
-        rows: list[int] = []
-        sample_rows: list[int] = []  # index into ``rows`` of each sampling sequence's last row
-        scoring: list[tuple[Sequence, int, int, int]] = []  # (seq, first position, chunk length, first row)
-        for seq, start, query_len in zip(inputs.seqs, inputs.query_starts, inputs.query_lens):
-            first_position = seq.num_computed_tokens
-            if seq.params.prompt_logprobs is not None and first_position < seq.num_prompt_tokens - 1:
-                scoring.append((seq, first_position, query_len, len(rows)))
-                rows.extend(range(start, start + query_len))
-            if first_position + query_len == seq.num_tokens:
-                if not scoring or scoring[-1][0] is not seq:
-                    rows.append(start + query_len - 1)
-                sampling_seqs.append(seq)
-                sample_rows.append(len(rows) - 1)
         result = StepResult()
-        if not rows:
+        if not wanted.rows:
             return result
-        logits = self.model.compute_logits(hidden[rows])
-        if scoring:
-            self._score_prompts(logits, scoring, result)
-        if sampling_seqs:
-            self._sample(logits[sample_rows], sampling_seqs, result)
+        with profiler.phase(FORWARD), profiler.forward_part(LINEAR):
+            logits = self.model.compute_logits(hidden[wanted.rows])
+        with profiler.phase(SAMPLE):
+            if wanted.scoring:
+                self._score_prompts(logits, wanted.scoring, result)
+            if wanted.sampling_seqs:
+                self._sample(logits[wanted.sample_rows], wanted.sampling_seqs, result)
         return result
 
     def _sample(self, logits: torch.Tensor, seqs: list[Sequence], result: StepResult) -> None:
@@ -87,7 +111,7 @@ class ModelRunner:
         )
         out = self.sampler(logits, batch)
         token_ids = out.token_ids.tolist()
-        logprobs = out.logprobs.tolist()
+        logprobs = out.logprobs.tolist() if out.logprobs is not None else [None] * len(seqs)
         wants_top = [i for i, seq in enumerate(seqs) if seq.params.logprobs is not None]
         ranks: dict[int, int] = {}
         if wants_top:

@@ -107,7 +107,7 @@ class SamplerOutput:
     """One sampled token per row, with log-probs of the model's own distribution."""
 
     token_ids: torch.Tensor  # [N] long
-    logprobs: torch.Tensor  # [N] float32, of the sampled token under the raw logits
+    logprobs: torch.Tensor | None  # [N] float32, of the sampled token under the raw logits; None when no row asks
     top_token_ids: torch.Tensor | None  # [N, K] long, K = batch.max_num_logprobs
     top_logprobs: torch.Tensor | None  # [N, K] float32, descending
 
@@ -126,12 +126,12 @@ class Sampler:
                 f"batch, got {list(logits.shape)}"
             )
         logits = logits.float()
-        log_normaliser = logits.logsumexp(dim=-1)
-        top_token_ids = top_logprobs = None
-        if batch.max_num_logprobs is not None:
-            top_values, top_token_ids = logits.topk(min(batch.max_num_logprobs, batch.vocab_size), dim=-1)
-            top_logprobs = top_values - log_normaliser.unsqueeze(1)
         token_ids = _sample(_apply_penalties(_apply_min_tokens(logits, batch), batch), batch)
+        if batch.max_num_logprobs is None:  # a pass over [N, vocab] saved when nobody reads it
+            return SamplerOutput(token_ids, None, None, None)
+        log_normaliser = logits.logsumexp(dim=-1)
+        top_values, top_token_ids = logits.topk(min(batch.max_num_logprobs, batch.vocab_size), dim=-1)
+        top_logprobs = top_values - log_normaliser.unsqueeze(1)
         logprobs = logits.gather(1, token_ids.unsqueeze(1)).squeeze(1) - log_normaliser
         return SamplerOutput(token_ids, logprobs, top_token_ids, top_logprobs)
 

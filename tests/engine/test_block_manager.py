@@ -184,3 +184,32 @@ def test_token_budget_and_chunking(chunked):
         assert batch.num_new_tokens == [10] and batch.seqs == [long]
     else:
         assert batch.seqs == []  # a 25-token prompt never fits a 10-token step
+
+
+def test_a_prompt_waits_for_a_shared_prefix_being_computed_instead_of_recomputing_it():
+    manager = BlockManager(num_blocks=64, block_size=4)
+    scheduler = Scheduler(manager, max_num_seqs=8, max_num_batched_tokens=64)
+    prefix = list(range(100, 112))  # three full blocks
+    first, second = make_seq(prefix + [1, 2], request_id="a", arrival=0), make_seq(prefix + [3, 4], request_id="b", arrival=1)
+    other = make_seq(range(50, 60), request_id="c", arrival=2)
+    for seq in (first, second, other):
+        scheduler.add(seq)
+    batch = scheduler.schedule()
+    assert batch.seqs == [first, other]  # b would compute a's blocks again: it waits, c does not
+    for seq, num_new in zip(batch.seqs, batch.num_new_tokens):
+        compute(manager, seq, num_new)
+    batch = scheduler.schedule()
+    assert second in batch.seqs and second.num_cached_tokens == 12
+    assert batch.num_new_tokens[batch.seqs.index(second)] == 2
+
+
+def test_an_aborted_prefix_owner_no_longer_holds_others_back():
+    manager = BlockManager(num_blocks=64, block_size=4)
+    scheduler = Scheduler(manager, max_num_seqs=8, max_num_batched_tokens=8)
+    prefix = list(range(100, 112))
+    owner, follower = make_seq(prefix + [1], request_id="a", arrival=0), make_seq(prefix + [2], request_id="b", arrival=1)
+    scheduler.add(owner)
+    scheduler.add(follower)
+    assert scheduler.schedule().seqs == [owner]  # a chunk of 8: a's blocks are still in flight
+    scheduler.finish(owner)
+    assert scheduler.schedule().seqs == [follower]

@@ -1,0 +1,135 @@
+"""Where an engine step's time goes: wall time per phase, and the forward pass split by layer kind.
+
+Profiling is off by default: the engine holds :data:`NO_PROFILER`, whose phases are empty
+context managers, so the hot path pays one attribute lookup per phase. ``bench --profile``
+swaps in a :class:`StepProfiler`, which also hooks the model's attention and linear modules.
+On accelerators every boundary synchronises the device, so each phase owns the kernels it
+launched (and the run is slower than an unprofiled one).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from autoglm.platforms import synchronize
+
+SCHEDULE, PREPARE, FORWARD, SAMPLE, OUTPUTS = "schedule", "prepare inputs", "forward", "sample", "detokenize & outputs"
+STEP_PHASES = (SCHEDULE, PREPARE, FORWARD, SAMPLE, OUTPUTS)
+ATTENTION, LINEAR, OTHER = "attention", "linear", "other"
+FORWARD_PARTS = (ATTENTION, LINEAR, OTHER)
+STEP = "step"
+
+
+class NullProfiler:
+    """Measures nothing; what the engine holds unless asked to profile."""
+
+    enabled = False
+
+    def step(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def forward_part(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+NO_PROFILER = NullProfiler()
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Totals over the profiled steps, in seconds."""
+
+    num_steps: int
+    step_s: float
+    phases_s: dict[str, float]  # each of STEP_PHASES
+    forward_parts_s: dict[str, float]  # each of FORWARD_PARTS; they sum to the forward phase
+
+    @property
+    def overhead_s(self) -> float:
+        """Everything but the forward pass: the engine's own cost per step, mostly Python."""
+        return self.step_s - self.phases_s[FORWARD]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "num_steps": self.num_steps,
+            "step_s": self.step_s,
+            "overhead_s": self.overhead_s,
+            "overhead_fraction": self.overhead_s / self.step_s if self.step_s else 0.0,
+            "phases_s": self.phases_s,
+            "forward_parts_s": self.forward_parts_s,
+        }
+
+
+class StepProfiler:
+    """Accumulates wall time of steps, their phases, and attention/linear time inside the forward."""
+
+    enabled = True
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self.num_steps = 0
+        self.totals_s: dict[str, float] = defaultdict(float)  # STEP, each phase, each forward part
+        self._part_started: dict[int, float] = {}
+
+    @contextlib.contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        synchronize(self._device)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            synchronize(self._device)
+            self.totals_s[name] += time.perf_counter() - start
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        try:
+            with self._timed(STEP):
+                yield
+        finally:
+            self.num_steps += 1
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return self._timed(name)
+
+    def forward_part(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return self._timed(name)
+
+    def attach(self, model: nn.Module, kinds: dict[type, str]) -> None:
+        """Time every module of a listed type as that forward part (``{Attention: ATTENTION, ...}``),
+        for the rest of the model's life. Parts must not nest, or time would count twice."""
+        for module in model.modules():
+            part = next((name for kind, name in kinds.items() if isinstance(module, kind)), None)
+            if part is not None:
+                module.register_forward_pre_hook(self._start_part)
+                module.register_forward_hook(self._end_part(part))
+
+    def _start_part(self, module: nn.Module, args: object) -> None:
+        synchronize(self._device)
+        self._part_started[id(module)] = time.perf_counter()
+
+    def _end_part(self, part: str):
+        def hook(module: nn.Module, args: object, output: object) -> None:
+            synchronize(self._device)
+            self.totals_s[part] += time.perf_counter() - self._part_started.pop(id(module))
+
+        return hook
+
+    def result(self) -> StepProfile:
+        phases = {name: self.totals_s.get(name, 0.0) for name in STEP_PHASES}
+        parts = {name: self.totals_s.get(name, 0.0) for name in (ATTENTION, LINEAR)}
+        parts[OTHER] = max(0.0, phases[FORWARD] - sum(parts.values()))
+        return StepProfile(self.num_steps, self.totals_s.get(STEP, 0.0), phases, parts)
+
+    def reset(self) -> None:
+        self.num_steps = 0
+        self.totals_s.clear()
