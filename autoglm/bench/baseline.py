@@ -14,13 +14,16 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from autoglm.bench.results import ThroughputResult
 from autoglm.bench.workloads import BenchRequest, Workload
+from autoglm.platforms import synchronize
 
 BATCH_SIZE = 16
 PAD_TOKEN_ID = 0  # padded positions are masked out, so which id fills them does not matter
 
 
-def load_transformers_model(model_dir: str | Path, dtype: torch.dtype) -> PreTrainedModel:
-    return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).eval()
+def load_transformers_model(model_dir: str | Path, dtype: torch.dtype,
+                            device: torch.device = torch.device("cpu")) -> PreTrainedModel:
+    """The checkpoint in transformers, on the device the engine ran on, so both sides share the hardware."""
+    return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(device).eval()
 
 
 def left_padded_batch(requests: list[BenchRequest]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,7 +40,7 @@ def left_padded_batch(requests: list[BenchRequest]) -> tuple[torch.Tensor, torch
 
 def generate_batch(model: PreTrainedModel, requests: list[BenchRequest]) -> None:
     """Generate for one static batch until its longest request is done."""
-    input_ids, attention_mask = left_padded_batch(requests)
+    input_ids, attention_mask = (tensor.to(model.device) for tensor in left_padded_batch(requests))
     max_new_tokens = max(request.max_tokens for request in requests)
     with torch.inference_mode():
         sequences = model.generate(
@@ -63,6 +66,7 @@ def run_transformers_workload(
     start = time.perf_counter()
     for batch in batches:
         generate_batch(model, batch)
+    synchronize(model.device)
     elapsed_s = time.perf_counter() - start
     return ThroughputResult(
         num_requests=len(workload.requests),

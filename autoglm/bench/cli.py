@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.workloads import WORKLOADS
 
@@ -30,6 +31,11 @@ def _config_override(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(
             f"the value of {key} must be JSON (a number, true, a list...), got {raw_value!r}"
         ) from None
+
+
+def _add_profile_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", action="store_true",
+                        help="print where the engine's step time goes (slower: it times every phase)")
 
 
 # Handlers import their modules when run: `autoglm --help` should not load torch.
@@ -68,6 +74,7 @@ def _throughput(args: argparse.Namespace) -> int:
         num_prompts=args.num_prompts,
         baseline=None if args.baseline == NO_BASELINE else args.baseline,
         length_scale=args.length_scale,
+        profile=args.profile,
     )
     report_throughput(settings, run_throughput(settings), args.output_json)
     return 0
@@ -79,16 +86,89 @@ def _add_throughput(subparsers) -> None:
 
     parser = subparsers.add_parser("throughput", help="tokens per second of the engine against transformers")
     parser.add_argument("--workload", default=ALL_WORKLOADS, choices=[*WORKLOADS, ALL_WORKLOADS])
-    parser.add_argument("--num-prompts", type=int, default=64, help="requests per workload")
+    parser.add_argument("--num-prompts", type=int,
+                        help="requests per workload (default: 64 each, 32 for shared-prefix)")
     parser.add_argument("--baseline", default="transformers", choices=BASELINES)
     parser.add_argument("--length-scale", type=float, default=1.0,
                         help="multiply every prompt and output length, e.g. 0.1 for a quick check")
+    _add_profile_flag(parser)
     parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
     add_config_arguments(parser)
     parser.set_defaults(handler=_throughput, dtype="bfloat16")
 
 
-BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput]
+def _roofline(args: argparse.Namespace) -> int:
+    import torch
+
+    from autoglm.bench.roofline import FULL_SIZES, QUICK_SIZES, measure_roofline, report_roofline
+    from autoglm.platforms import resolve_device
+
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    report_roofline(measure_roofline(resolve_device(args.device), args.dtype, sizes, args.model), args.output_json)
+    return 0
+
+
+def _add_roofline(subparsers) -> None:
+    parser = subparsers.add_parser("roofline", help="memory bandwidth and matmul speed, and a model's speed bounds")
+    parser.add_argument("--model", help="checkpoint folder to bound: batch-1 decode and batched tokens per second")
+    parser.add_argument("--device", default="cpu", help="'cpu', 'cuda', 'cuda:N', 'xpu', 'mps' or 'auto'")
+    parser.add_argument("--dtype", default="bfloat16", choices=CHECKPOINT_DTYPES,
+                        help="the dtype asked of the engine; bounds are given for the one it computes in, and more")
+    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes that check the command, not the machine")
+    parser.add_argument("--output-json", type=Path, help="also write the results, for `bench latency --roofline`")
+    parser.set_defaults(handler=_roofline)
+
+
+def _lengths(text: str) -> list[int]:
+    """``128,512,2048``: positive token counts."""
+    try:
+        lengths = [int(part) for part in text.split(",")]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return lengths
+
+
+def _latency(args: argparse.Namespace) -> int:
+    from autoglm.bench.latency import LatencySettings, decode_bounds, report_latency, run_latency
+    from autoglm.cli import announce_model, config_from_args
+
+    config = config_from_args(args)
+    announce_model(config)
+    settings = LatencySettings(
+        config=config,
+        input_lens=args.input_lens,
+        output_len=args.output_len,
+        num_iters=args.num_iters,
+        baseline=None if args.baseline == NO_BASELINE else args.baseline,
+        roofline=args.roofline,
+        profile=args.profile,
+    )
+    bounds = decode_bounds(settings)
+    report_latency(settings, run_latency(settings), bounds, args.output_json)
+    return 0
+
+
+def _add_latency(subparsers) -> None:
+    from autoglm.cli import add_config_arguments
+
+    parser = subparsers.add_parser("latency", help="batch-1 time to first token and decode speed against transformers")
+    parser.add_argument("--input-lens", type=_lengths, default=[128, 512, 2048], help="prompt lengths, e.g. 128,512")
+    parser.add_argument("--output-len", type=int, default=128, help="tokens generated per request")
+    parser.add_argument("--num-iters", type=int, default=3, help="timed requests per prompt length, after a warm-up")
+    parser.add_argument("--baseline", default="transformers", choices=BASELINES)
+    parser.add_argument("--roofline", type=Path, help="a `bench roofline --output-json` file: adds fraction of bound")
+    _add_profile_flag(parser)
+    parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
+    add_config_arguments(parser)
+    parser.set_defaults(handler=_latency, dtype="bfloat16")
+
+
+BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command]
 
 
 def add_bench_commands(subparsers) -> None:

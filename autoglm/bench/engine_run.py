@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from statistics import mean
+from statistics import mean, median
 
 from autoglm.bench.results import EngineThroughputResult
 from autoglm.bench.workloads import Workload
@@ -13,8 +13,12 @@ from autoglm.sampling_params import SamplingParams
 def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     """Submit every request at once, greedy and ignoring EOS, and time until the last finishes.
 
-    Counters are taken as differences, so one ``llm`` can run several workloads in turn.
+    Counters are taken as differences, so one ``llm`` can run several workloads in turn; a
+    profiling engine starts the workload with its profile cleared.
     """
+    profiler = llm.engine.profiler
+    if profiler.enabled:
+        profiler.reset()
     prompts = [request.prompt_token_ids for request in workload.requests]
     params = [
         SamplingParams(temperature=0.0, max_tokens=request.max_tokens, ignore_eos=True)
@@ -28,13 +32,16 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     workload.check_output_lengths([len(output.outputs[0].token_ids) for output in outputs], "the engine")
     cache_queries = after.prefix_cache_queries - before.prefix_cache_queries
     cache_hits = after.prefix_cache_hits - before.prefix_cache_hits
+    ttfts = [output.metrics.first_token_time - output.metrics.arrival_time for output in outputs]
     return EngineThroughputResult(
         num_requests=len(workload.requests),
         prompt_tokens=workload.prompt_tokens,
         output_tokens=workload.output_tokens,
         elapsed_s=elapsed_s,
-        mean_ttft_s=mean(output.metrics.first_token_time - output.metrics.arrival_time for output in outputs),
+        mean_ttft_s=mean(ttfts),
+        median_ttft_s=median(ttfts),
         num_preemptions=after.num_preemptions - before.num_preemptions,
         prefix_cache_hit_rate=cache_hits / cache_queries if cache_queries else 0.0,
         compute_dtype=str(llm.engine.dtype).removeprefix("torch."),
+        profile=profiler.result() if profiler.enabled else None,
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from autoglm.profiling import StepProfile
+
 
 @dataclass(frozen=True)
 class ThroughputResult:
@@ -35,9 +37,16 @@ class EngineThroughputResult(ThroughputResult):
     """The engine's side also says how its scheduler and cache fared."""
 
     mean_ttft_s: float
+    median_ttft_s: float
     num_preemptions: int
     prefix_cache_hit_rate: float  # prompt tokens served from the cache / prompt tokens looked up
     compute_dtype: str  # float32 where the CPU would only emulate the requested half precision
+    profile: StepProfile | None = None  # where the steps' time went, with ``--profile``
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = super().to_dict()
+        fields["profile"] = None if self.profile is None else self.profile.to_dict()
+        return fields
 
 
 def speedup(engine: ThroughputResult, baseline: ThroughputResult) -> dict[str, float]:

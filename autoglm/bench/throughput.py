@@ -15,40 +15,56 @@ import torch
 
 from autoglm.bench.baseline import BATCH_SIZE, load_transformers_model, run_transformers_workload
 from autoglm.bench.engine_run import run_engine_workload
+from autoglm.bench.profile_report import profile_table
 from autoglm.bench.report import format_table, machine_info
 from autoglm.bench.results import EngineThroughputResult, ThroughputResult, speedup
-from autoglm.bench.workloads import Workload, build_workload, usable_token_ids
+from autoglm.bench.workloads import SHARED_PREFIX, Workload, build_workload, usable_token_ids
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.llm import LLM
 from autoglm.models import resolve_dtype
 
-ENGINE_SIDE, BASELINE_SIDE = "autoglm", "transformers"
+ENGINE_SIDE, BASELINE_SIDE, NO_CACHE_SIDE = "autoglm", "transformers", "autoglm (no prefix cache)"
 
 
 @dataclass(frozen=True)
 class ThroughputSettings:
     config: AutoGLMConfig
     workloads: list[str]
-    num_prompts: int
+    num_prompts: int | None  # None: each workload's own default
     baseline: str | None  # "transformers", or None to run the engine alone
     length_scale: float = 1.0
+    profile: bool = False  # time each phase of the engine's steps
 
 
 @dataclass(frozen=True)
 class WorkloadComparison:
-    """One workload's results on both sides; ``baseline`` is None when it was not run."""
+    """One workload's results on each side that ran it; ``None`` where a side did not run.
+
+    ``engine_without_cache`` is the engine again with prefix caching off, for the shared-prefix workload.
+    """
 
     workload: Workload
     engine: EngineThroughputResult
     baseline: ThroughputResult | None
+    engine_without_cache: EngineThroughputResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
         sides: dict[str, Any] = {ENGINE_SIDE: self.engine.to_dict()}
+        if self.engine_without_cache is not None:
+            sides[NO_CACHE_SIDE] = self.engine_without_cache.to_dict()
+            sides["prefix_cache_ttft_speedup"] = self.prefix_cache_ttft_speedup
         if self.baseline is not None:
             sides[BASELINE_SIDE] = self.baseline.to_dict()
             sides["ratios"] = speedup(self.engine, self.baseline)
         return sides
+
+    @property
+    def prefix_cache_ttft_speedup(self) -> float | None:
+        """Median TTFT without prefix caching over median TTFT with it."""
+        if self.engine_without_cache is None:
+            return None
+        return self.engine_without_cache.median_ttft_s / self.engine.median_ttft_s
 
 
 def prompt_token_ids(engine: LLMEngine) -> list[int]:
@@ -69,28 +85,44 @@ def announce(workload: Workload, side: str, result: ThroughputResult) -> None:
     )
 
 
-def run_throughput(settings: ThroughputSettings) -> list[WorkloadComparison]:
-    """Every workload through the engine, then, with the engine freed, through the baseline."""
-    llm = LLM.from_config(settings.config)
+def run_engine_side(config: AutoGLMConfig, names: list[str], settings: ThroughputSettings,
+                    ) -> tuple[list[Workload], list[EngineThroughputResult], LLMEngine]:
+    """The named workloads through one engine built from ``config``; the engine is returned for its paths."""
+    llm = LLM.from_config(config)
+    if settings.profile:
+        llm.engine.enable_profiling()
     token_ids = prompt_token_ids(llm.engine)
     workloads = [
-        build_workload(name, settings.num_prompts, token_ids, settings.config.seed, settings.length_scale)
-        for name in settings.workloads
+        build_workload(name, settings.num_prompts, token_ids, config.seed, settings.length_scale) for name in names
     ]
-    engine_results = []
+    results = []
     for workload in workloads:
-        engine_results.append(run_engine_workload(llm, workload))
-        announce(workload, ENGINE_SIDE, engine_results[-1])
-    model_path, model_config = llm.engine.model_path, llm.engine.model_config
-    del llm
+        results.append(run_engine_workload(llm, workload))
+        side = ENGINE_SIDE if config.enable_prefix_caching else NO_CACHE_SIDE
+        announce(workload, side, results[-1])
+    return workloads, results, llm.engine
+
+
+def run_throughput(settings: ThroughputSettings) -> list[WorkloadComparison]:
+    """Every workload through the engine; the shared-prefix one again with prefix caching off
+    (when the engine had it on); then the baseline. One model is in memory at a time."""
+    workloads, engine_results, engine = run_engine_side(settings.config, settings.workloads, settings)
+    model_path, model_config, device = engine.model_path, engine.model_config, engine.device
+    del engine
     gc.collect()
+    without_cache: list[EngineThroughputResult | None] = [None] * len(workloads)
+    if SHARED_PREFIX in settings.workloads and settings.config.enable_prefix_caching:
+        no_cache_config = settings.config.model_copy(update={"enable_prefix_caching": False})
+        _, (result,), _ = run_engine_side(no_cache_config, [SHARED_PREFIX], settings)
+        without_cache[settings.workloads.index(SHARED_PREFIX)] = result
+        gc.collect()
     baseline_results: list[ThroughputResult | None] = [None] * len(workloads)
     if settings.baseline == "transformers":
-        model = load_transformers_model(model_path, resolve_dtype(settings.config.dtype, model_config))
+        model = load_transformers_model(model_path, resolve_dtype(settings.config.dtype, model_config), device)
         for index, workload in enumerate(workloads):
             baseline_results[index] = run_transformers_workload(model, workload)
             announce(workload, BASELINE_SIDE, baseline_results[index])
-    return [WorkloadComparison(*sides) for sides in zip(workloads, engine_results, baseline_results)]
+    return [WorkloadComparison(*sides) for sides in zip(workloads, engine_results, baseline_results, without_cache)]
 
 
 def throughput_table(comparisons: list[WorkloadComparison]) -> str:
@@ -98,7 +130,8 @@ def throughput_table(comparisons: list[WorkloadComparison]) -> str:
     rows = []
     for comparison in comparisons:
         name = comparison.workload.name
-        sides = [(ENGINE_SIDE, comparison.engine), (BASELINE_SIDE, comparison.baseline)]
+        sides = [(ENGINE_SIDE, comparison.engine), (NO_CACHE_SIDE, comparison.engine_without_cache),
+                 (BASELINE_SIDE, comparison.baseline)]
         for side, result in sides:
             if result is not None:
                 rows.append([
@@ -114,10 +147,17 @@ def throughput_table(comparisons: list[WorkloadComparison]) -> str:
 
 def engine_summary(comparison: WorkloadComparison) -> str:
     result = comparison.engine
-    return (
-        f"{comparison.workload.name}: engine computes in {result.compute_dtype}, mean TTFT {result.mean_ttft_s:.3f} s, "
-        f"{result.num_preemptions} preemptions, prefix cache hit rate {result.prefix_cache_hit_rate:.1%}"
+    summary = (
+        f"{comparison.workload.name}: engine computes in {result.compute_dtype}, median TTFT "
+        f"{result.median_ttft_s:.3f} s (mean {result.mean_ttft_s:.3f}), {result.num_preemptions} preemptions, "
+        f"prefix cache hit rate {result.prefix_cache_hit_rate:.1%}"
     )
+    if comparison.engine_without_cache is not None:
+        summary += (
+            f"; without prefix caching median TTFT {comparison.engine_without_cache.median_ttft_s:.3f} s, "
+            f"{comparison.prefix_cache_ttft_speedup:.1f}x longer"
+        )
+    return summary
 
 
 def throughput_report(settings: ThroughputSettings, comparisons: list[WorkloadComparison]) -> dict[str, Any]:
@@ -129,6 +169,7 @@ def throughput_report(settings: ThroughputSettings, comparisons: list[WorkloadCo
             "baseline": settings.baseline,
             "baseline_batch_size": BATCH_SIZE,
             "length_scale": settings.length_scale,
+            "profile": settings.profile,
             "engine": settings.config.model_dump(),
         },
         "machine": machine_info(),
@@ -141,6 +182,8 @@ def report_throughput(settings: ThroughputSettings, comparisons: list[WorkloadCo
     print(throughput_table(comparisons))
     for comparison in comparisons:
         print(engine_summary(comparison))
+        if comparison.engine.profile is not None:
+            print(f"{comparison.workload.name}: {profile_table(comparison.engine.profile)}")
     print(f"torch threads: {torch.get_num_threads()}")
     if output_json is not None:
         output_json.write_text(json.dumps(throughput_report(settings, comparisons), indent=2) + "\n")

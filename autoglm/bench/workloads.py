@@ -1,7 +1,7 @@
 """Benchmark requests: random prompts of chosen lengths, drawn reproducibly from a seed.
 
-A workload is a named function from :class:`WorkloadInputs` to requests, so a new kind (a
-shared-prefix one, say) is one more entry in :data:`WORKLOADS`.
+A workload is a named function from :class:`WorkloadInputs` to requests, so a new kind is
+one more entry in :data:`WORKLOADS`.
 """
 from __future__ import annotations
 
@@ -71,12 +71,35 @@ class RandomLengths:
         return requests
 
 
+@dataclass(frozen=True)
+class SharedPrefix:
+    """One system prompt before every request's own question: the case prefix caching is for."""
+
+    prefix_len: int
+    question_len: int
+    output_len: int
+
+    def __call__(self, inputs: WorkloadInputs) -> list[BenchRequest]:
+        prefix = inputs.rng.choices(inputs.token_ids, k=inputs.scaled(self.prefix_len))
+        return [
+            BenchRequest(
+                prompt_token_ids=prefix + inputs.rng.choices(inputs.token_ids, k=inputs.scaled(self.question_len)),
+                max_tokens=inputs.scaled(self.output_len),
+            )
+            for _ in range(inputs.num_requests)
+        ]
+
+
 WorkloadBuilder = Callable[[WorkloadInputs], list[BenchRequest]]
 
+SHARED_PREFIX = "shared-prefix"
 WORKLOADS: dict[str, WorkloadBuilder] = {
     "mixed": RandomLengths(prompt_len=(32, 512), output_len=(32, 256)),
     "fixed": RandomLengths(prompt_len=(128, 128), output_len=(64, 64)),
+    SHARED_PREFIX: SharedPrefix(prefix_len=1024, question_len=64, output_len=64),
 }
+# Requests per workload unless ``--num-prompts`` says otherwise.
+DEFAULT_NUM_REQUESTS = {"mixed": 64, "fixed": 64, SHARED_PREFIX: 32}
 
 
 def usable_token_ids(vocab_size: int, special_ids: Collection[int]) -> list[int]:
@@ -86,13 +109,15 @@ def usable_token_ids(vocab_size: int, special_ids: Collection[int]) -> list[int]
 
 
 def build_workload(
-    name: str, num_requests: int, token_ids: Sequence[int], seed: int, length_scale: float = 1.0
+    name: str, num_requests: int | None, token_ids: Sequence[int], seed: int, length_scale: float = 1.0
 ) -> Workload:
-    """The requests of workload ``name``; each workload has its own random stream, so running
-    one alone or after another gives the same prompts."""
+    """The requests of workload ``name`` (its default count when ``num_requests`` is None); each
+    workload has its own random stream, so running one alone or after another gives the same prompts."""
     builder = WORKLOADS.get(name)
     if builder is None:
         raise ValueError(f"unknown workload '{name}'; choose one of: {', '.join(WORKLOADS)}")
+    if num_requests is None:
+        num_requests = DEFAULT_NUM_REQUESTS[name]
     if not token_ids:
         raise ValueError("no usable prompt token ids: every id below the vocabulary size is special")
     rng = random.Random(f"{name}:{seed}")

@@ -119,7 +119,12 @@ def test_throughput_compares_engine_and_transformers(narrow_model, tmp_path, cap
     report = json.loads(report_file.read_text())
     assert report["settings"]["engine"]["dtype"] == "bfloat16"
     assert report["machine"]["torch_threads"] == torch.get_num_threads()
-    assert set(report["workloads"]) == {"mixed", "fixed"}
+    assert set(report["workloads"]) == {"mixed", "fixed", "shared-prefix"}
+    shared = report["workloads"]["shared-prefix"]
+    with_cache, without_cache = shared["autoglm"], shared["autoglm (no prefix cache)"]
+    assert with_cache["output_tokens"] == without_cache["output_tokens"]
+    assert with_cache["prefix_cache_hit_rate"] > 0.5 and without_cache["prefix_cache_hit_rate"] == 0
+    assert shared["prefix_cache_ttft_speedup"] == pytest.approx(without_cache["median_ttft_s"] / with_cache["median_ttft_s"])
     for name, sides in report["workloads"].items():
         engine, baseline = sides["autoglm"], sides["transformers"]
         assert SIDE_KEYS <= engine.keys() and SIDE_KEYS <= baseline.keys()
@@ -127,11 +132,39 @@ def test_throughput_compares_engine_and_transformers(narrow_model, tmp_path, cap
         assert engine["output_tokens"] == baseline["output_tokens"] > 0
         assert engine["prompt_tokens"] == baseline["prompt_tokens"] > 0
         assert all(engine[key] > 0 and baseline[key] > 0 for key in ("elapsed_s", "output_tokens_per_s"))
-        assert engine["mean_ttft_s"] > 0 and engine["num_preemptions"] >= 0
+        assert engine["median_ttft_s"] > 0 and engine["num_preemptions"] >= 0
+        assert engine["profile"] is None
         ratios = sides["ratios"]
         assert ratios["output_tokens_per_s"] == pytest.approx(engine["output_tokens_per_s"] / baseline["output_tokens_per_s"])
     table = capsys.readouterr().out
     assert "ratio" in table and "transformers" in table
+
+
+def test_throughput_profile_accounts_for_each_phase(narrow_model, tmp_path, capsys):
+    report_file = tmp_path / "bench.json"
+    main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "3",
+          "--length-scale", QUICK_LENGTH_SCALE, "--baseline", "none", "--profile", "--output-json", str(report_file)])
+    profile = json.loads(report_file.read_text())["workloads"]["fixed"]["autoglm"]["profile"]
+    assert profile["num_steps"] >= 4  # one prefill step, then one per further token
+    phases = profile["phases_s"]
+    assert set(phases) == {"schedule", "prepare inputs", "forward", "sample", "detokenize & outputs"}
+    assert all(seconds > 0 for seconds in phases.values())
+    assert sum(phases.values()) <= profile["step_s"]
+    parts = profile["forward_parts_s"]
+    assert parts["attention"] > 0 and parts["linear"] > 0
+    assert sum(parts.values()) == pytest.approx(phases["forward"])
+    assert profile["overhead_s"] == pytest.approx(profile["step_s"] - phases["forward"])
+    assert "where a step's time goes" in capsys.readouterr().out
+
+
+def test_shared_prefix_requests_share_one_prompt_prefix():
+    token_ids = list(range(10, 1000))
+    workload = build_workload("shared-prefix", None, token_ids, seed=1)
+    assert len(workload.requests) == 32
+    prefix = workload.requests[0].prompt_token_ids[:1024]
+    for request in workload.requests:
+        assert len(request.prompt_token_ids) == 1024 + 64 and request.prompt_token_ids[:1024] == prefix
+    assert len({tuple(request.prompt_token_ids[1024:]) for request in workload.requests}) == 32
 
 
 def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_path):

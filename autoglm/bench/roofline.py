@@ -1,0 +1,221 @@
+"""``autoglm bench roofline``: this machine's limits, and the fastest a model could run within them.
+
+Decoding one sequence reads every weight once per token, so batch-1 decode cannot beat
+memory bandwidth / weight bytes per token. A large batch shares that read and is limited by
+matrix-multiply speed instead: 2 FLOPs per weight per token. Both bounds ignore attention
+over the KV cache, small at short contexts. The embedding table is a row lookup, not a
+matmul, so it counts in neither bound; the lm_head, tied to it or not, counts in both.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from autoglm.bench.report import format_table, machine_info
+from autoglm.bench.timing import best_seconds_per_call
+from autoglm.models.loader import safetensors_files
+from autoglm.platforms import compute_dtype
+
+EMBEDDING_SUFFIX = "embed_tokens.weight"
+LM_HEAD_SUFFIX = "lm_head.weight"
+BENCH_DTYPES = ("float32", "bfloat16")  # matmuls always measured; the engine's dtype is added if another
+GIGA = 1e9
+
+
+@dataclass(frozen=True)
+class MeasureSizes:
+    """How big and how often to measure; bandwidth tensors must dwarf the last-level cache."""
+
+    bandwidth_bytes: int
+    matmul_rows: tuple[int, ...]  # M: batch-1 decode, a decode batch, a prefill chunk
+    matmul_widths: tuple[int, ...]  # K = N: hidden sizes of small and mid-size models
+    repeats: int
+    min_round_s: float
+
+
+FULL_SIZES = MeasureSizes(512 * 2**20, (1, 64, 512), (1024, 4096), repeats=5, min_round_s=0.2)
+QUICK_SIZES = MeasureSizes(4 * 2**20, (1, 16), (128,), repeats=3, min_round_s=0.01)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class MatmulRate:
+    dtype: str
+    m: int
+    k: int
+    n: int
+    flops_per_s: float
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """Parameter counts of a checkpoint, read from its safetensors headers (no weight is loaded)."""
+
+    total_params: int
+    embedding_params: int
+    per_token_params: int  # weights every token multiplies: all but the embedding table, lm_head included
+
+    def bytes_per_token(self, dtype: str) -> int:
+        return self.per_token_params * getattr(torch, dtype).itemsize
+
+
+def count_weights(model_dir: str | Path) -> ModelWeights:
+    """A checkpoint without an ``lm_head`` tensor ties it to the embedding, which it then reads per token."""
+    sizes: dict[str, int] = {}
+    for file in safetensors_files(Path(model_dir)):
+        with safe_open(str(file), framework="pt") as reader:
+            sizes.update({name: math.prod(reader.get_slice(name).get_shape()) for name in reader.keys()})
+    total = sum(sizes.values())
+    embedding = sum(size for name, size in sizes.items() if name.endswith(EMBEDDING_SUFFIX))
+    tied_lm_head = 0 if any(name.endswith(LM_HEAD_SUFFIX) for name in sizes) else embedding
+    return ModelWeights(total, embedding, total - embedding + tied_lm_head)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Measured limits of one device at one thread count, and the model they were applied to, if any."""
+
+    device: str
+    num_threads: int
+    engine_dtype: str  # what the engine computes in on this device for the requested dtype
+    read_bytes_per_s: float
+    copy_bytes_per_s: float  # bytes read plus bytes written, as STREAM counts a copy
+    matmuls: list[MatmulRate]
+    model: str | None = None
+    weights: ModelWeights | None = None
+
+    @property
+    def dtypes(self) -> list[str]:
+        return list(dict.fromkeys(rate.dtype for rate in self.matmuls))
+
+    def best_matmul(self, dtype: str) -> MatmulRate:
+        rates = [rate for rate in self.matmuls if rate.dtype == dtype]
+        if not rates:
+            raise ValueError(f"no {dtype} matmul was measured; measured: {', '.join(self.dtypes)}")
+        return max(rates, key=lambda rate: rate.flops_per_s)
+
+    def decode_bound(self, weights: ModelWeights, dtype: str) -> float:
+        """Tokens/s of batch-1 decode if reading the weights were the only cost."""
+        return self.read_bytes_per_s / weights.bytes_per_token(dtype)
+
+    def compute_bound(self, weights: ModelWeights, dtype: str) -> float:
+        """Tokens/s of a batch large enough that only the matmuls' FLOPs count."""
+        return self.best_matmul(dtype).flops_per_s / (2 * weights.per_token_params)
+
+    def decode_fraction(self, tokens_per_s: float, weights: ModelWeights, dtype: str) -> float:
+        """How close a measured batch-1 decode rate came to its bandwidth bound."""
+        return tokens_per_s / self.decode_bound(weights, dtype)
+
+    def bounds(self) -> dict[str, dict[str, float]]:
+        if self.weights is None:
+            return {}
+        return {
+            dtype: {
+                "weight_bytes_per_token": self.weights.bytes_per_token(dtype),
+                "decode_tokens_per_s": self.decode_bound(self.weights, dtype),
+                "batched_tokens_per_s": self.compute_bound(self.weights, dtype),
+            }
+            for dtype in self.dtypes
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bounds": self.bounds(), "machine": machine_info()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Roofline:
+        values = {field.name: data[field.name] for field in fields(cls) if field.name in data}
+        values["matmuls"] = [MatmulRate(**rate) for rate in values["matmuls"]]
+        if values.get("weights") is not None:
+            values["weights"] = ModelWeights(**values["weights"])
+        return cls(**values)
+
+
+def load_roofline(path: str | Path) -> Roofline:
+    """A roofline saved by ``autoglm bench roofline --output-json``."""
+    return Roofline.from_dict(json.loads(Path(path).read_text()))
+
+
+def read_bandwidth(device: torch.device, sizes: MeasureSizes) -> float:
+    """Bytes/s of summing a tensor: every byte read once, almost no arithmetic per byte."""
+    data = torch.ones(sizes.bandwidth_bytes // 4, dtype=torch.float32, device=device)
+    seconds = best_seconds_per_call(data.sum, device, sizes.repeats, sizes.min_round_s)
+    return data.nbytes / seconds
+
+
+def copy_bandwidth(device: torch.device, sizes: MeasureSizes) -> float:
+    source = torch.ones(sizes.bandwidth_bytes // 4, dtype=torch.float32, device=device)
+    target = torch.empty_like(source)
+    seconds = best_seconds_per_call(lambda: target.copy_(source), device, sizes.repeats, sizes.min_round_s)
+    return 2 * source.nbytes / seconds
+
+
+def matmul_rate(device: torch.device, dtype: str, m: int, width: int, sizes: MeasureSizes) -> MatmulRate:
+    """FLOP/s of an (m x width) @ (width x width) product, the shape of a linear layer on m tokens."""
+    torch_dtype = getattr(torch, dtype)
+    left = torch.randn(m, width, dtype=torch_dtype, device=device)
+    right = torch.randn(width, width, dtype=torch_dtype, device=device)
+    out = torch.empty(m, width, dtype=torch_dtype, device=device)
+    seconds = best_seconds_per_call(lambda: torch.mm(left, right, out=out), device, sizes.repeats, sizes.min_round_s)
+    return MatmulRate(dtype, m, width, width, 2 * m * width * width / seconds)
+
+
+def measure_roofline(device: torch.device, requested_dtype: str, sizes: MeasureSizes,
+                     model_dir: str | None = None) -> Roofline:
+    engine_dtype = dtype_name(compute_dtype(getattr(torch, requested_dtype), device, upcast_half_on_cpu=True))
+    dtypes = list(dict.fromkeys([*BENCH_DTYPES, requested_dtype, engine_dtype]))
+    return Roofline(
+        device=str(device),
+        num_threads=torch.get_num_threads(),
+        engine_dtype=engine_dtype,
+        read_bytes_per_s=read_bandwidth(device, sizes),
+        copy_bytes_per_s=copy_bandwidth(device, sizes),
+        matmuls=[
+            matmul_rate(device, dtype, m, width, sizes)
+            for dtype in dtypes for m in sizes.matmul_rows for width in sizes.matmul_widths
+        ],
+        model=model_dir,
+        weights=None if model_dir is None else count_weights(model_dir),
+    )
+
+
+def limits_table(roofline: Roofline) -> str:
+    rows = [
+        ["read bandwidth", "sum of a float32 tensor", f"{roofline.read_bytes_per_s / GIGA:.1f} GB/s"],
+        ["copy bandwidth", "bytes read + written", f"{roofline.copy_bytes_per_s / GIGA:.1f} GB/s"],
+    ]
+    for dtype in roofline.dtypes:
+        best = roofline.best_matmul(dtype)
+        rows.append([f"{dtype} matmul", f"best at M={best.m}, K=N={best.k}", f"{best.flops_per_s / GIGA:.1f} GFLOP/s"])
+    return format_table(["limit", "measured as", "value"], rows, text_columns=2)
+
+
+def bounds_table(roofline: Roofline) -> str:
+    rows = []
+    for dtype, bound in roofline.bounds().items():
+        label = f"{dtype} (engine)" if dtype == roofline.engine_dtype else dtype
+        rows.append([label, f"{bound['weight_bytes_per_token'] / 2**20:.1f}",
+                     f"{bound['decode_tokens_per_s']:.1f}", f"{bound['batched_tokens_per_s']:.1f}"])
+    header = ["dtype", "weight MiB/token", "batch-1 decode bound (tok/s)", "batched compute bound (tok/s)"]
+    return format_table(header, rows, text_columns=1)
+
+
+def report_roofline(roofline: Roofline, output_json: Path | None) -> None:
+    print(f"device: {roofline.device}, torch threads: {roofline.num_threads}")
+    print(limits_table(roofline))
+    if roofline.weights is not None:
+        weights = roofline.weights
+        print(f"\nmodel {roofline.model}: {weights.total_params:,} parameters, {weights.per_token_params:,} per token "
+              f"(embedding table of {weights.embedding_params:,} excluded, lm_head included)")
+        print(bounds_table(roofline))
+    if output_json is not None:
+        output_json.write_text(json.dumps(roofline.to_dict(), indent=2) + "\n")
+        print(f"wrote {output_json}")

@@ -1,0 +1,120 @@
+"""``autoglm bench roofline``: parameter counts from checkpoint headers, the bounds derived from
+measured limits, their JSON round trip, and a quick run of the command."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from autoglm.bench.cli import main
+from autoglm.bench.roofline import QUICK_SIZES, MatmulRate, ModelWeights, Roofline, count_weights, load_roofline
+from autoglm.platforms import cpu_has_native_matmul
+from tests.tiny_models import make_tiny_checkpoint
+
+WEIGHTS = ModelWeights(total_params=1_500, embedding_params=500, per_token_params=1_000)
+ROOFLINE = Roofline(
+    device="cpu",
+    num_threads=4,
+    engine_dtype="float32",
+    read_bytes_per_s=8e9,
+    copy_bytes_per_s=1e10,
+    matmuls=[
+        MatmulRate("float32", 1, 8, 8, 1e9),
+        MatmulRate("float32", 64, 8, 8, 4e11),
+        MatmulRate("bfloat16", 64, 8, 8, 8e11),
+    ],
+    model="some/model",
+    weights=WEIGHTS,
+)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Commands that set torch's thread count leave it as they found it for the tests after them."""
+    threads = torch.get_num_threads()
+    yield 1
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def untied_model(tmp_path_factory):
+    return make_tiny_checkpoint("qwen2", tmp_path_factory.mktemp("untied"))
+
+
+# ---- parameter counts ----------------------------------------------------------------
+def parameter_counts(folder) -> tuple[int, int]:
+    """Total and embedding parameters as transformers counts them (a tied lm_head once)."""
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    return sum(p.numel() for p in model.parameters()), model.get_input_embeddings().weight.numel()
+
+
+def test_an_untied_lm_head_counts_and_the_embedding_does_not(untied_model):
+    total, embedding = parameter_counts(untied_model)
+    assert count_weights(untied_model) == ModelWeights(total, embedding, total - embedding)
+
+
+def test_a_tied_lm_head_reads_the_embedding_every_token(tmp_path):
+    folder = make_tiny_checkpoint("llama", tmp_path, tie_word_embeddings=True)
+    total, embedding = parameter_counts(folder)
+    assert count_weights(folder) == ModelWeights(total, embedding, total)
+
+
+def test_a_sharded_checkpoint_counts_as_one(untied_model, tmp_path):
+    folder = make_tiny_checkpoint("qwen2", tmp_path, max_shard_size="100KB")
+    assert (folder / "model.safetensors.index.json").is_file()
+    assert count_weights(folder) == count_weights(untied_model)
+
+
+# ---- bounds --------------------------------------------------------------------------
+def test_bounds_from_bandwidth_flops_and_parameters():
+    assert WEIGHTS.bytes_per_token("float32") == 4_000 and WEIGHTS.bytes_per_token("bfloat16") == 2_000
+    assert ROOFLINE.decode_bound(WEIGHTS, "float32") == pytest.approx(8e9 / 4_000)
+    assert ROOFLINE.decode_bound(WEIGHTS, "bfloat16") == pytest.approx(8e9 / 2_000)
+    assert ROOFLINE.best_matmul("float32").m == 64  # the best shape, not the first
+    assert ROOFLINE.compute_bound(WEIGHTS, "float32") == pytest.approx(4e11 / 2_000)
+    assert ROOFLINE.compute_bound(WEIGHTS, "bfloat16") == pytest.approx(8e11 / 2_000)
+    assert ROOFLINE.decode_fraction(1e6, WEIGHTS, "float32") == pytest.approx(0.5)
+    assert ROOFLINE.bounds()["bfloat16"] == pytest.approx(
+        {"weight_bytes_per_token": 2_000, "decode_tokens_per_s": 4e6, "batched_tokens_per_s": 4e8})
+
+
+def test_an_unmeasured_dtype_has_no_compute_bound():
+    with pytest.raises(ValueError, match="no float16 matmul was measured; measured: float32, bfloat16"):
+        ROOFLINE.compute_bound(WEIGHTS, "float16")
+
+
+def test_a_saved_roofline_loads_back(tmp_path):
+    path = tmp_path / "roofline.json"
+    path.write_text(json.dumps(ROOFLINE.to_dict()))
+    assert load_roofline(path) == ROOFLINE
+
+
+# ---- the command ---------------------------------------------------------------------
+def test_roofline_measures_and_bounds_a_model(untied_model, tmp_path, capsys, one_torch_thread):
+    path = tmp_path / "roofline.json"
+    assert main(["roofline", "--quick", "--model", str(untied_model), "--num-threads", str(one_torch_thread),
+                 "--output-json", str(path)]) == 0
+    report = json.loads(path.read_text())
+    assert (report["device"], report["num_threads"], report["machine"]["torch_threads"]) == ("cpu", 1, 1)
+    assert report["engine_dtype"] == ("bfloat16" if cpu_has_native_matmul(torch.bfloat16) else "float32")
+    assert report["read_bytes_per_s"] > 0 and report["copy_bytes_per_s"] > 0
+    shapes = {(m, width, width) for m in QUICK_SIZES.matmul_rows for width in QUICK_SIZES.matmul_widths}
+    for dtype in ("float32", "bfloat16"):
+        rates = [rate for rate in report["matmuls"] if rate["dtype"] == dtype]
+        assert {(rate["m"], rate["k"], rate["n"]) for rate in rates} == shapes
+        assert all(rate["flops_per_s"] > 0 for rate in rates)
+        assert report["bounds"][dtype]["decode_tokens_per_s"] > 0
+    roofline = load_roofline(path)
+    assert roofline.weights == count_weights(untied_model)
+    assert report["bounds"]["float32"]["batched_tokens_per_s"] == pytest.approx(
+        roofline.compute_bound(roofline.weights, "float32"))
+    out = capsys.readouterr().out
+    assert "read bandwidth" in out and "batch-1 decode bound" in out and f"{report['engine_dtype']} (engine)" in out
+
+
+def test_roofline_without_a_model_reports_only_the_machine(capsys, one_torch_thread):
+    assert main(["roofline", "--quick", "--num-threads", str(one_torch_thread)]) == 0
+    out = capsys.readouterr().out
+    assert "copy bandwidth" in out and "decode bound" not in out
