@@ -1,0 +1,82 @@
+"""How ``autoglm bench serve`` shows a run: a table with one column per request rate, failure
+notes, and the JSON document ``--output-json`` writes."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from autoglm.bench.report import format_table
+from autoglm.bench.serve.metrics import LatencyStats, ServeMetrics
+from autoglm.bench.serve.runner import RateRun
+
+LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))
+# Distinct error messages a failure note quotes.
+MAX_ERRORS_SHOWN = 3
+
+
+def rate_label(rate: float) -> str:
+    """``2``, ``0.5`` or ``inf``: a rate as a user typed it, and as JSON can hold it."""
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def _number(value: float | int | None, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def summary_table(runs: Sequence[tuple[RateRun, ServeMetrics]]) -> str:
+    metrics = [measured for _, measured in runs]
+    rows: list[list[str]] = []
+
+    def row(name: str, values: Sequence[float | int | None]) -> None:
+        rows.append([name, *map(_number, values)])
+
+    row("Successful requests", [m.completed for m in metrics])
+    row("Failed requests", [m.failed for m in metrics])
+    row("Benchmark duration (s)", [m.duration_s for m in metrics])
+    row("Total input tokens", [m.total_input_tokens for m in metrics])
+    row("Total generated tokens", [m.total_output_tokens for m in metrics])
+    row("Request throughput (req/s)", [m.request_throughput for m in metrics])
+    row("Output token throughput (tok/s)", [m.output_throughput for m in metrics])
+    row("Total token throughput (tok/s)", [m.total_token_throughput for m in metrics])
+    if any(m.goodput is not None for m in metrics):
+        row("Request goodput (req/s)", [m.goodput for m in metrics])
+    for title, name in LATENCY_ROWS:
+        stats: list[LatencyStats] = [getattr(m, name) for m in metrics]
+        row(f"Mean {title} (ms)", [s.mean_ms for s in stats])
+        row(f"Median {title} (ms)", [s.median_ms for s in stats])
+        row(f"P90 {title} (ms)", [s.p90_ms for s in stats])
+        row(f"P99 {title} (ms)", [s.p99_ms for s in stats])
+    header = ["request rate (req/s)", *(rate_label(run.request_rate) for run, _ in runs)]
+    return format_table(header, rows)
+
+
+def failure_notes(runs: Sequence[RateRun]) -> list[str]:
+    """One line per run with failures: how many, and the commonest reasons."""
+    notes = []
+    for run in runs:
+        errors = Counter(result.error or "no answer" for result in run.results if not result.success)
+        if errors:
+            reasons = "; ".join(f"{message} (x{count})" for message, count in errors.most_common(MAX_ERRORS_SHOWN))
+            notes.append(f"rate {rate_label(run.request_rate)}: {sum(errors.values())} of {len(run.results)} "
+                         f"requests failed: {reasons}")
+    return notes
+
+
+def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]]) -> dict[str, Any]:
+    """Settings, each rate's aggregates and every request's raw timings; rates as :func:`rate_label`
+    strings, since JSON has no infinity."""
+    return {
+        "settings": settings,
+        "runs": [
+            {
+                "request_rate": rate_label(run.request_rate),
+                "metrics": measured.to_dict(),
+                "requests": [result.to_dict() for result in run.results],
+            }
+            for run, measured in runs
+        ],
+    }
