@@ -110,6 +110,14 @@ class AutoGLMConfig(BaseModel):
             "(2-4x faster there, twice the weight and KV memory); false keeps half precision."
         ),
     )
+    cpu_bf16_decode_weights: bool = Field(
+        True,
+        description=(
+            "When a bfloat16 model is upcast on the CPU, also keep bfloat16 weight copies and read them in "
+            "steps of at most 8 rows (decoding at low load): half the bytes per token, the same float32 math, "
+            "half again the weight memory. Needs an AVX-512 CPU and a C++ compiler (a one-time build)."
+        ),
+    )
     block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.")
     max_context_len: int = Field(
         8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len."

@@ -63,6 +63,12 @@ def _cpu_flags() -> frozenset[str] | None:
     return None
 
 
+def cpu_has_flags(*names: str) -> bool:
+    """Whether this CPU reports every named instruction-set flag (False where it cannot tell)."""
+    flags = _cpu_flags()
+    return flags is not None and all(name in flags for name in names)
+
+
 def cpu_has_native_matmul(dtype: torch.dtype) -> bool:
     """Whether this CPU multiplies ``dtype`` matrices in hardware; unknown CPUs are assumed to."""
     flags = _cpu_flags()

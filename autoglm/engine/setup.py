@@ -13,6 +13,7 @@ from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
+from autoglm.kernels.cpu_linear import keep_bf16_weight_copies
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
 
@@ -76,6 +77,9 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
                        "keeps half precision, emulated and slower)", requested_dtype)
     torch.manual_seed(config.seed)
     model, model_config = load_model(model_path, dtype, device)
+    if requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights:
+        count = keep_bf16_weight_copies(model.projections())
+        logger.info("%d projections also read bfloat16 weights in steps of few rows", count)
     tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or model_path))
     max_context_len = config.max_context_len
     if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:

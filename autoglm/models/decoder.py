@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from autoglm.kernels.cpu_linear import linear
 from autoglm.models.layers import Embedding, GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear import Linear
 from autoglm.models.model_config import ModelConfig
@@ -100,7 +100,13 @@ class DecoderForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``[N, vocab]`` for the rows of ``hidden`` that need sampling."""
-        return F.linear(hidden, self.lm_head.weight).float()
+        return linear(hidden, self.lm_head.weight, None, self.lm_head.weight_bf16).float()
+
+    def projections(self) -> list[nn.Module]:
+        """Every module that multiplies by a ``weight`` matrix, the LM head included (tied or not)."""
+        return [module for module in self.modules() if isinstance(module, Linear)] + (
+            [self.lm_head] if not isinstance(self.lm_head, Linear) else []
+        )
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from Hugging Face-named tensors (split q/k/v and gate/up allowed)."""

@@ -33,6 +33,7 @@ class Embedding(nn.Module):
     def __init__(self, vocab_size: int, hidden_size: int) -> None:
         super().__init__()
         self.weight = checkpoint_parameter(vocab_size, hidden_size)
+        self.weight_bf16: torch.Tensor | None = None  # as a tied LM head; see autoglm.kernels.cpu_linear
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return F.embedding(input_ids, self.weight)

@@ -6,8 +6,9 @@ one of them (it fails otherwise), so a random init would only cost time on a lar
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from autoglm.kernels.cpu_linear import linear
 
 
 def checkpoint_parameter(*shape: int) -> nn.Parameter:
@@ -22,9 +23,10 @@ class Linear(nn.Module):
         super().__init__()
         self.weight = checkpoint_parameter(out_features, in_features)
         self.bias = checkpoint_parameter(out_features) if bias else None
+        self.weight_bf16: torch.Tensor | None = None  # see autoglm.kernels.cpu_linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias, self.weight_bf16)
 
 
 class MergedLinear(Linear):
