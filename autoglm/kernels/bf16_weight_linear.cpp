@@ -3,8 +3,9 @@
 // At decode time a linear layer reads every weight once for a handful of rows, so its speed
 // is memory bandwidth. Keeping the weights in bfloat16 halves the bytes read; widening each
 // bfloat16 to float32 is exact, and the sums run in float32 as a float32 matmul's do.
-// Needs AVX-512 (F and BW); autoglm/kernels/cpu_linear.py checks before building it.
-#include <torch/extension.h>
+// Needs AVX-512 (F and BW); autoglm/kernels/cpu_extension.py checks before building it.
+#include "cpu_kernels.h"
+
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
@@ -71,4 +72,3 @@ torch::Tensor linear_bf16_weight(torch::Tensor x, torch::Tensor w) {
   });
   return y;
 }
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("linear_bf16_weight", &linear_bf16_weight); }

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.engine.sequence import Sequence
-from autoglm.runner.attention.metadata import AttentionMetadata, PrefillSpan
+from autoglm.runner.attention.metadata import AttentionMetadata, PrefillSpan, context_slots
 
 
 @dataclass
@@ -19,12 +19,6 @@ class StepInputs:
     seqs: list[Sequence]  # in row order
     query_starts: list[int]  # first row of each sequence
     query_lens: list[int]
-
-
-def _context_slots(block_table: torch.Tensor, block_size: int, length: int) -> torch.Tensor:
-    """Cache slots of a sequence's first ``length`` tokens, from its block table."""
-    offsets = torch.arange(block_size, device=block_table.device)
-    return (block_table.unsqueeze(-1) * block_size + offsets).flatten(-2)[..., :length]
 
 
 def build_step_inputs(
@@ -49,6 +43,7 @@ def build_step_inputs(
     num_decodes = sum(1 for query_len in query_lens if query_len == 1)
     metadata = AttentionMetadata(
         slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
+        block_size=block_size,
         num_decode_tokens=num_decodes,
     )
     if num_decodes:
@@ -69,14 +64,10 @@ def _add_decode_metadata(
     metadata: AttentionMetadata, seqs: list[Sequence], block_size: int, device: torch.device
 ) -> None:
     context_lens = [seq.num_computed_tokens + 1 for seq in seqs]
-    max_context = max(context_lens)
-    max_blocks = -(-max_context // block_size)
+    max_blocks = -(-max(context_lens) // block_size)
     tables = [seq.block_table[:max_blocks] + [0] * (max_blocks - len(seq.block_table[:max_blocks])) for seq in seqs]
-    table_tensor = torch.tensor(tables, dtype=torch.long, device=device)
-    metadata.decode_slots = _context_slots(table_tensor, block_size, max_context)
-    lengths = torch.tensor(context_lens, device=device)
-    mask = torch.arange(max_context, device=device).unsqueeze(0) < lengths.unsqueeze(1)
-    metadata.decode_mask = mask[:, None, None, :]
+    metadata.decode_block_tables = torch.tensor(tables, dtype=torch.long, device=device)
+    metadata.decode_context_lens = torch.tensor(context_lens, dtype=torch.long, device=device)
 
 
 def _prefill_span(row: int, seq: Sequence, query_len: int, block_size: int, device: torch.device) -> PrefillSpan:
@@ -88,4 +79,4 @@ def _prefill_span(row: int, seq: Sequence, query_len: int, block_size: int, devi
     table = torch.tensor(seq.block_table[:num_blocks], dtype=torch.long, device=device)
     query_positions = torch.arange(cached, context_len, device=device)
     mask = torch.arange(context_len, device=device).unsqueeze(0) <= query_positions.unsqueeze(1)
-    return PrefillSpan(row, query_len, context_len, _context_slots(table, block_size, context_len), mask)
+    return PrefillSpan(row, query_len, context_len, context_slots(table, block_size, context_len), mask)

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from autoglm import LLM, SamplingParams
-from autoglm.kernels.cpu_linear import REQUIRED_CPU_FLAGS, SMALL_BATCH_ROWS, linear, load_small_batch_linear
+from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS, load_cpu_kernels
+from autoglm.kernels.cpu_linear import SMALL_BATCH_ROWS, linear
 from autoglm.platforms import cpu_has_flags
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import make_tiny_checkpoint
@@ -17,9 +18,9 @@ pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="
 @pytest.fixture(scope="module")
 def kernel():
     """Built here (or found in PyTorch's cache); on an AVX-512 CPU a failed build is a failure."""
-    built = load_small_batch_linear()
-    assert built is not None, "the bfloat16-weight kernel did not build; see the warning logged"
-    return built
+    built = load_cpu_kernels()
+    assert built is not None, "the CPU kernels did not build; see the warning logged"
+    return built.linear_bf16_weight
 
 
 def bf16_valued(*shape: int) -> torch.Tensor:

@@ -1,0 +1,88 @@
+// Decode attention on CPUs, read in place from the paged KV cache.
+//
+// The portable backend gathers every sequence's cached K/V into a padded batch in each layer
+// and then runs a masked attention; at long contexts the copy costs more than the attention.
+// Here each (sequence, KV head) pair walks its block table directly: scores for all query
+// heads that share the KV head, a float32 softmax, then the weighted sum of values.
+#include "cpu_kernels.h"
+#include <ATen/Parallel.h>
+#include <cmath>
+#include <vector>
+
+static inline float dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+static inline void add_scaled(float* out, const float* v, float weight, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] += weight * v[i];
+}
+
+torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
+                                     torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
+                                     double scale) {
+  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32, "q must be [batch, heads, head_dim] float32");
+  TORCH_CHECK(k_cache.dim() == 3 && k_cache.scalar_type() == torch::kFloat32 && k_cache.is_contiguous() &&
+                  v_cache.sizes() == k_cache.sizes() && v_cache.scalar_type() == torch::kFloat32 &&
+                  v_cache.is_contiguous(),
+              "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] float32");
+  TORCH_CHECK(block_tables.scalar_type() == torch::kLong && context_lens.scalar_type() == torch::kLong,
+              "block_tables and context_lens must be int64");
+  q = q.contiguous();
+  block_tables = block_tables.contiguous();
+  context_lens = context_lens.contiguous();
+  const int64_t batch = q.size(0), heads = q.size(1), head_dim = q.size(2);
+  const int64_t kv_heads = k_cache.size(1), max_blocks = block_tables.size(1);
+  TORCH_CHECK(k_cache.size(2) == head_dim && heads % kv_heads == 0, "head_dim must match; heads a multiple of kv_heads");
+  const int64_t group = heads / kv_heads;
+  auto out = torch::zeros_like(q);
+  const float* qp = q.data_ptr<float>();
+  const float* kp = k_cache.data_ptr<float>();
+  const float* vp = v_cache.data_ptr<float>();
+  const int64_t* tables = block_tables.data_ptr<int64_t>();
+  const int64_t* lens = context_lens.data_ptr<int64_t>();
+  float* op = out.data_ptr<float>();
+  const float softmax_scale = static_cast<float>(scale);
+
+  at::parallel_for(0, batch * kv_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / kv_heads, kv_head = item % kv_heads;
+      const int64_t length = lens[b];
+      TORCH_CHECK(length >= 1 && length <= max_blocks * block_size, "context length outside the block table");
+      const int64_t* table = tables + b * max_blocks;
+      scores.assign(group * length, 0.f);
+      for (int64_t t = 0; t < length; ++t) {
+        const int64_t slot = table[t / block_size] * block_size + t % block_size;
+        const float* key = kp + (slot * kv_heads + kv_head) * head_dim;
+        for (int64_t g = 0; g < group; ++g) {
+          const float* query = qp + (b * heads + kv_head * group + g) * head_dim;
+          scores[g * length + t] = dot(query, key, head_dim) * softmax_scale;
+        }
+      }
+      for (int64_t g = 0; g < group; ++g) {
+        float* row = scores.data() + g * length;
+        float highest = row[0];
+        for (int64_t t = 1; t < length; ++t) highest = std::max(highest, row[t]);
+        float total = 0.f;
+        for (int64_t t = 0; t < length; ++t) {
+          row[t] = std::exp(row[t] - highest);
+          total += row[t];
+        }
+        const float inverse = 1.f / total;
+        for (int64_t t = 0; t < length; ++t) row[t] *= inverse;
+      }
+      for (int64_t t = 0; t < length; ++t) {
+        const int64_t slot = table[t / block_size] * block_size + t % block_size;
+        const float* value = vp + (slot * kv_heads + kv_head) * head_dim;
+        for (int64_t g = 0; g < group; ++g) {
+          add_scaled(op + (b * heads + kv_head * group + g) * head_dim, value, scores[g * length + t], head_dim);
+        }
+      }
+    }
+  });
+  return out;
+}

@@ -1,0 +1,57 @@
+"""Decode attention read in place from KV blocks equals the gather-then-attend path."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS, load_cpu_kernels
+from autoglm.platforms import cpu_has_flags
+from autoglm.runner.attention import torch_backend
+from autoglm.runner.attention.metadata import AttentionMetadata
+
+pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernel needs AVX-512")
+
+
+def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -> AttentionMetadata:
+    """Each sequence's blocks drawn at random from the pool, tables padded with block 0 as the engine does."""
+    rng = random.Random(0)
+    free = list(range(num_blocks))
+    rng.shuffle(free)
+    tables = [[free.pop() for _ in range(-(-length // block_size))] for length in context_lens]
+    width = max(map(len, tables))
+    return AttentionMetadata(
+        slot_mapping=torch.zeros(0, dtype=torch.long),
+        block_size=block_size,
+        num_decode_tokens=len(context_lens),
+        decode_block_tables=torch.tensor([table + [0] * (width - len(table)) for table in tables]),
+        decode_context_lens=torch.tensor(context_lens),
+    )
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 4, 32), (8, 2, 64), (14, 2, 64), (6, 1, 24)])
+@pytest.mark.parametrize("block_size", [1, 16])
+def test_in_place_decode_attention_matches_the_gathered_one(heads, kv_heads, head_dim, block_size):
+    assert load_cpu_kernels() is not None, "the CPU kernels did not build; see the warning logged"
+    context_lens = [1, 5, 16, 17, 100]
+    num_blocks = sum(-(-length // block_size) for length in context_lens) + 3
+    k_cache = torch.randn(num_blocks * block_size, kv_heads, head_dim)
+    v_cache = torch.randn(num_blocks * block_size, kv_heads, head_dim)
+    q = torch.randn(len(context_lens), heads, head_dim)
+    metadata = decode_metadata(context_lens, block_size, num_blocks)
+    slots, mask = metadata.padded_decode_context()
+    keys, values = k_cache[slots].transpose(1, 2), v_cache[slots].transpose(1, 2)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.unsqueeze(2), keys, values, attn_mask=mask, scale=0.3, enable_gqa=True
+    ).squeeze(2)
+    got = torch_backend.decode_attention(q, k_cache, v_cache, metadata, scale=0.3)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_refuses_a_context_longer_than_its_block_table():
+    kernels = load_cpu_kernels()
+    cache = torch.zeros(32, 1, 16)
+    with pytest.raises(RuntimeError, match="context length"):
+        kernels.paged_decode_attention(torch.zeros(1, 1, 16), cache, cache, torch.tensor([[0]]), torch.tensor([17]),
+                                       16, 1.0)
