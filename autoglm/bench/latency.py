@@ -51,6 +51,7 @@ class LatencyResult:
     """One side's timed requests at one prompt length; times run from submission."""
 
     compute_dtype: str
+    weight_dtype: str  # what a decode step reads its weights as: the bound's dtype
     output_len: int
     ttft_s: list[float]
     e2e_s: list[float]  # until the last token
@@ -90,10 +91,10 @@ class DecodeBounds:
     weights: ModelWeights
 
     def bound_tokens_per_s(self, result: LatencyResult) -> float:
-        return self.roofline.decode_bound(self.weights, result.compute_dtype)
+        return self.roofline.decode_bound(self.weights, result.weight_dtype)
 
     def fraction(self, result: LatencyResult) -> float:
-        return self.roofline.decode_fraction(result.decode_tokens_per_s, self.weights, result.compute_dtype)
+        return self.roofline.decode_fraction(result.decode_tokens_per_s, self.weights, result.weight_dtype)
 
 
 def latency_ratios(engine: LatencyResult, baseline: LatencyResult) -> dict[str, float]:
@@ -153,6 +154,7 @@ def engine_latency(llm: LLM, requests: list[BenchRequest]) -> LatencyResult:
     metrics = [output.metrics for output in outputs]
     return LatencyResult(
         compute_dtype=dtype_name(llm.engine.dtype),
+        weight_dtype=dtype_name(llm.engine.decode_weight_dtype),
         output_len=requests[0].max_tokens,
         ttft_s=[m.first_token_time - m.arrival_time for m in metrics],
         e2e_s=[m.finished_time - m.arrival_time for m in metrics],
@@ -170,7 +172,7 @@ def transformers_latency(model: PreTrainedModel, requests: list[BenchRequest]) -
     """TTFT is a 1-token generate; a full generate minus it is the decode time. The first request warms up."""
     ttft_s = [generate_seconds(model, replace(request, max_tokens=1)) for request in requests][1:]
     e2e_s = [generate_seconds(model, request) for request in requests][1:]
-    return LatencyResult(dtype_name(model.dtype), requests[0].max_tokens, ttft_s, e2e_s)
+    return LatencyResult(dtype_name(model.dtype), dtype_name(model.dtype), requests[0].max_tokens, ttft_s, e2e_s)
 
 
 def announce(input_len: int, side: str, result: LatencyResult) -> None:
@@ -220,20 +222,21 @@ def decode_bounds(settings: LatencySettings) -> DecodeBounds | None:
 
 
 def latency_table(comparisons: list[LengthComparison], bounds: DecodeBounds | None) -> str:
-    header = ["input len", "side", "dtype", "TTFT mean (ms)", "TTFT median (ms)", "decode tok/s"]
+    header = ["input len", "side", "dtype", "weights", "TTFT mean (ms)", "TTFT median (ms)", "decode tok/s"]
     header += ["of bound"] if bounds is not None else []
     rows = []
     for comparison in comparisons:
         for side, result in comparison.sides():
-            row = [str(comparison.input_len), side, result.compute_dtype, f"{result.mean_ttft_s * MS:.1f}",
-                   f"{result.median_ttft_s * MS:.1f}", f"{result.decode_tokens_per_s:.1f}"]
+            row = [str(comparison.input_len), side, result.compute_dtype, result.weight_dtype,
+                   f"{result.mean_ttft_s * MS:.1f}", f"{result.median_ttft_s * MS:.1f}",
+                   f"{result.decode_tokens_per_s:.1f}"]
             rows.append(row + ([f"{bounds.fraction(result):.1%}"] if bounds is not None else []))
         if comparison.baseline is not None:
             ratios = latency_ratios(comparison.engine, comparison.baseline)
-            row = [str(comparison.input_len), "ratio", "", f"{ratios['ttft_speedup']:.2f}x", "",
+            row = [str(comparison.input_len), "ratio", "", "", f"{ratios['ttft_speedup']:.2f}x", "",
                    f"{ratios['decode_tokens_per_s']:.2f}x"]
             rows.append(row + ([""] if bounds is not None else []))
-    return format_table(header, rows, text_columns=3)
+    return format_table(header, rows, text_columns=4)
 
 
 def latency_report(settings: LatencySettings, comparisons: list[LengthComparison],
@@ -261,8 +264,8 @@ def report_latency(settings: LatencySettings, comparisons: list[LengthComparison
         if comparison.engine.profile is not None:
             print(f"input {comparison.input_len}: {profile_table(comparison.engine.profile)}")
     if bounds is not None:
-        print(f"of bound: decode tok/s over the batch-1 bandwidth bound of the side's dtype, from {settings.roofline} "
-              f"(measured on {bounds.roofline.device}, torch threads: {bounds.roofline.num_threads})")
+        print(f"of bound: decode tok/s over the batch-1 bandwidth bound of the weights each side reads, "
+              f"from {settings.roofline} (measured on {bounds.roofline.device}, torch threads: {bounds.roofline.num_threads})")
     if output_json is not None:
         output_json.write_text(json.dumps(latency_report(settings, comparisons, bounds), indent=2) + "\n")
         print(f"wrote {output_json}")

@@ -69,6 +69,13 @@ class LLMEngine:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
 
+    @property
+    def decode_weight_dtype(self) -> torch.dtype:
+        """What a decode step of few rows reads its weights as: bfloat16 where the model keeps
+        copies for the CPU kernel (``cpu_bf16_decode_weights``), else the compute dtype."""
+        copies = any(module.weight_bf16 is not None for module in self.runner.model.projections())
+        return torch.bfloat16 if copies else self.dtype
+
     @classmethod
     def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":
         return cls(config)

@@ -32,8 +32,9 @@ class ChoiceDelta:
 class DeltaTracker:
     """Turns cumulative engine outputs into per-choice deltas, computed by length.
 
-    A choice gets a delta when it has new text or has just finished; tokens whose text is
-    still held back (a possible stop string, a partial character) ride along with a later one.
+    A choice gets a delta for every step that gave it new tokens, and when it finishes. Text
+    still held back (a possible stop string, a partial character) comes in a later delta, so
+    a delta's text may be empty: clients still see each token arrive, as vLLM streams them.
     """
 
     def __init__(self, n: int) -> None:
@@ -46,7 +47,8 @@ class DeltaTracker:
         for completion in output.outputs:
             index = completion.index
             text = completion.text[self._text_sent[index]:]
-            if self._finished[index] or not (text or completion.finished):
+            new_tokens = len(completion.token_ids) > self._tokens_sent[index]
+            if self._finished[index] or not (text or new_tokens or completion.finished):
                 continue
             tokens_sent = self._tokens_sent[index]
             deltas.append(ChoiceDelta(

@@ -12,7 +12,7 @@ from autoglm.bench.roofline import MatmulRate, Roofline, count_weights
 from tests.bench.test_roofline import ROOFLINE, WEIGHTS, one_torch_thread  # noqa: F401 (a fixture)
 from tests.tiny_models import make_tiny_checkpoint
 
-SIDE_KEYS = {"compute_dtype", "output_len", "ttft_s", "e2e_s", "mean_ttft_s", "median_ttft_s", "decode_tokens_per_s",
+SIDE_KEYS = {"compute_dtype", "weight_dtype", "output_len", "ttft_s", "e2e_s", "mean_ttft_s", "median_ttft_s", "decode_tokens_per_s",
              "decode_bound_tokens_per_s", "decode_fraction_of_bound"}
 TINY_RUN = ["--output-len", "8", "--num-threads", "1"]  # 7 decode steps: well above timer noise
 
@@ -32,27 +32,30 @@ def roofline_file(tmp_path_factory):
 
 # ---- arithmetic ----------------------------------------------------------------------
 def test_ttft_and_decode_rate_from_timed_requests():
-    result = LatencyResult("float32", output_len=11, ttft_s=[0.1, 0.3, 0.2], e2e_s=[1.1, 1.4, 1.1])
+    result = LatencyResult("float32", "float32", output_len=11, ttft_s=[0.1, 0.3, 0.2], e2e_s=[1.1, 1.4, 1.1])
     assert (result.mean_ttft_s, result.median_ttft_s) == pytest.approx((0.2, 0.2))
     assert result.decode_tokens_per_s == pytest.approx(10 / (1.2 - 0.2))
 
 
 def test_a_decode_faster_than_the_clock_is_an_error():
     with pytest.raises(RuntimeError, match="raise --output-len"):
-        _ = LatencyResult("float32", output_len=2, ttft_s=[0.5], e2e_s=[0.5]).decode_tokens_per_s
+        _ = LatencyResult("float32", "float32", output_len=2, ttft_s=[0.5], e2e_s=[0.5]).decode_tokens_per_s
 
 
 def test_ratios_are_above_one_where_the_engine_is_faster():
-    engine = LatencyResult("float32", 11, ttft_s=[0.1], e2e_s=[1.1])
-    baseline = LatencyResult("bfloat16", 11, ttft_s=[0.3], e2e_s=[5.3])
+    engine = LatencyResult("float32", "float32", 11, ttft_s=[0.1], e2e_s=[1.1])
+    baseline = LatencyResult("bfloat16", "bfloat16", 11, ttft_s=[0.3], e2e_s=[5.3])
     assert latency_ratios(engine, baseline) == pytest.approx({"ttft_speedup": 3.0, "decode_tokens_per_s": 5.0})
 
 
-def test_decode_fraction_uses_the_bound_of_the_sides_dtype():
+def test_decode_fraction_uses_the_bound_of_the_weights_a_step_reads():
     bounds = DecodeBounds(ROOFLINE, WEIGHTS)  # 8 GB/s over 1,000 parameters a token
-    result = LatencyResult("bfloat16", 11, ttft_s=[0.1], e2e_s=[0.1 + 10 / 1e6])  # 1e6 tok/s
+    result = LatencyResult("bfloat16", "bfloat16", 11, ttft_s=[0.1], e2e_s=[0.1 + 10 / 1e6])  # 1e6 tok/s
     assert bounds.bound_tokens_per_s(result) == pytest.approx(4e6)
     assert bounds.fraction(result) == pytest.approx(0.25)
+    # float32 compute reading bfloat16 weight copies (the CPU kernel): the bfloat16 bound applies
+    upcast = LatencyResult("float32", "bfloat16", 11, ttft_s=[0.1], e2e_s=[0.1 + 10 / 1e6])
+    assert bounds.bound_tokens_per_s(upcast) == pytest.approx(4e6)
 
 
 def test_prompts_are_reproducible_distinct_and_of_the_asked_length():
@@ -82,7 +85,7 @@ def test_latency_compares_engine_and_transformers(tiny_model, roofline_file, tmp
             result = sides[side]
             assert SIDE_KEYS <= result.keys() and len(result["ttft_s"]) == len(result["e2e_s"]) == 2
             assert min(result["ttft_s"]) > 0 and min(result["e2e_s"]) > 0
-            bound = bytes_per_s / (per_token_params * (4 if result["compute_dtype"] == "float32" else 2))
+            bound = bytes_per_s / (per_token_params * (4 if result["weight_dtype"] == "float32" else 2))
             assert result["decode_bound_tokens_per_s"] == pytest.approx(bound)
             assert result["decode_fraction_of_bound"] == pytest.approx(result["decode_tokens_per_s"] / bound)
         assert all(ttft < e2e for ttft, e2e in zip(sides["autoglm"]["ttft_s"], sides["autoglm"]["e2e_s"]))

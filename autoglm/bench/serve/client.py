@@ -99,7 +99,9 @@ def _parse_chunk(data: str) -> dict[str, Any]:
 
 
 def _record_chunk(chunk: dict[str, Any], now: float, result: RequestResult) -> None:
-    if any(choice.get("text") for choice in chunk.get("choices") or []):
+    # Every chunk with a choice counts, empty text included (as vLLM's benchmark counts them):
+    # servers send one per step that produced tokens, and text may lag behind its tokens.
+    if chunk.get("choices"):
         result.chunk_times.append(now)
     usage = chunk.get("usage")
     if usage:

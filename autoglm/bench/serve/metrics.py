@@ -56,7 +56,7 @@ class ServeMetrics:
     goodput: float | None  # good requests per second
     ttft: LatencyStats
     tpot: LatencyStats
-    itl: LatencyStats  # every gap between text chunks of every request, pooled
+    itl: LatencyStats  # every gap between streamed chunks of every request, pooled
     e2el: LatencyStats
 
     def to_dict(self) -> dict[str, Any]:

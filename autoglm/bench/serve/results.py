@@ -15,7 +15,7 @@ class RequestResult:
     prompt_len: int | None  # the benchmark tokenizer's count, None without one
     output_len: int  # max_tokens asked for
     send_time: float
-    chunk_times: list[float] = field(default_factory=list)  # arrival of each chunk that carried text
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each chunk that carried a choice
     end_time: float | None = None  # the stream's [DONE]
     prompt_tokens: int | None = None  # from the server's usage, when it sends one
     completion_tokens: int | None = None
@@ -27,7 +27,7 @@ class RequestResult:
 
     @property
     def output_tokens(self) -> int:
-        """The server's count; without usage, one token per text chunk."""
+        """The server's count; without usage, one token per chunk."""
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_times)
 
     @property
@@ -52,7 +52,7 @@ class RequestResult:
 
     @property
     def itls_s(self) -> list[float]:
-        """Gaps between consecutive text chunks."""
+        """Gaps between consecutive chunks."""
         return [later - earlier for earlier, later in zip(self.chunk_times, self.chunk_times[1:])]
 
     def to_dict(self) -> dict[str, Any]:
