@@ -43,16 +43,21 @@ TOKENIZER_TEXT = (
     "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles."
 )
 
-_BASE_CONFIG: dict[str, Any] = {
+# The sizes every tiny model shares, whatever its family.
+TINY_SHAPE: dict[str, Any] = {
     "vocab_size": 320,
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
-    "head_dim": 16,
     "max_position_embeddings": 512,
     "rms_norm_eps": 1e-6,
+}
+
+_BASE_CONFIG: dict[str, Any] = {
+    **TINY_SHAPE,
+    "head_dim": 16,
     "tie_word_embeddings": False,
     "pad_token_id": PAD_ID,
     "bos_token_id": BOS_ID,

@@ -76,7 +76,7 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
                        "keeps half precision, emulated and slower)", requested_dtype)
     torch.manual_seed(config.seed)
-    model, model_config = load_model(model_path, dtype, device)
+    model, model_config = load_model(model_path, dtype, device, model_config)
     if requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights:
         count = keep_bf16_weight_copies(model.projections())
         logger.info("%d projections also read bfloat16 weights in steps of few rows", count)

@@ -82,12 +82,14 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def load_model(path: str | Path, dtype: torch.dtype, device: torch.device) -> tuple[nn.Module, ModelConfig]:
-    """Read ``config.json``, build the matching model on ``device`` in ``dtype``, load its weights."""
+def load_model(path: str | Path, dtype: torch.dtype, device: torch.device,
+               config: ModelConfig | None = None) -> tuple[nn.Module, ModelConfig]:
+    """Build the model ``config.json`` describes (or ``config``, already read from it) on ``device``
+    in ``dtype``, and load its weights."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
-    config = ModelConfig.from_pretrained(folder)
+    config = config or ModelConfig.from_pretrained(folder)
     model_class = model_class_for(config.architecture)
     files = safetensors_files(folder)
     with torch.device(device), _default_dtype(dtype):

@@ -9,18 +9,9 @@ import pytest
 from transformers import AutoConfig
 
 from autoglm.models import ModelConfig
+from tests.tiny_models import TINY_SHAPE
 
-SHAPE = {
-    "vocab_size": 320,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-}
+SHAPE = {**TINY_SHAPE, "hidden_act": "silu"}
 
 # Written the way hub checkpoints spell them: top-level rope_theta / rope_scaling / partial_rotary_factor.
 HUB_CONFIGS: dict[str, dict[str, Any]] = {
