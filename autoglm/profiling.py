@@ -29,8 +29,6 @@ STEP = "step"
 class NullProfiler:
     """Measures nothing; what the engine holds unless asked to profile."""
 
-    enabled = False
-
     def step(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
@@ -39,6 +37,13 @@ class NullProfiler:
 
     def forward_part(self, name: str) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    def reset(self) -> None:
+        pass
+
+    def result(self) -> None:
+        """No profile: nothing was measured."""
+        return None
 
 
 NO_PROFILER = NullProfiler()
@@ -71,8 +76,6 @@ class StepProfile:
 
 class StepProfiler:
     """Accumulates wall time of steps, their phases, and attention/linear time inside the forward."""
-
-    enabled = True
 
     def __init__(self, device: torch.device) -> None:
         self._device = device

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from statistics import mean, median
 
+from autoglm.bench.report import dtype_name
 from autoglm.bench.results import EngineThroughputResult
 from autoglm.bench.workloads import Workload
 from autoglm.llm import LLM
@@ -17,8 +18,7 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     profiling engine starts the workload with its profile cleared.
     """
     profiler = llm.engine.profiler
-    if profiler.enabled:
-        profiler.reset()
+    profiler.reset()
     prompts = [request.prompt_token_ids for request in workload.requests]
     params = [
         SamplingParams(temperature=0.0, max_tokens=request.max_tokens, ignore_eos=True)
@@ -42,6 +42,6 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
         median_ttft_s=median(ttfts),
         num_preemptions=after.num_preemptions - before.num_preemptions,
         prefix_cache_hit_rate=cache_hits / cache_queries if cache_queries else 0.0,
-        compute_dtype=str(llm.engine.dtype).removeprefix("torch."),
-        profile=profiler.result() if profiler.enabled else None,
+        compute_dtype=dtype_name(llm.engine.dtype),
+        profile=profiler.result(),
     )

@@ -7,7 +7,6 @@ each decode rate into a fraction of the bandwidth bound, the most batch 1 could 
 from __future__ import annotations
 
 import gc
-import json
 import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -19,8 +18,8 @@ from transformers import PreTrainedModel
 
 from autoglm.bench.baseline import generate_batch, load_transformers_model
 from autoglm.bench.profile_report import profile_table
-from autoglm.bench.report import format_table, machine_info
-from autoglm.bench.roofline import ModelWeights, Roofline, count_weights, dtype_name, load_roofline
+from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
+from autoglm.bench.roofline import ModelWeights, Roofline, count_weights, load_roofline
 from autoglm.bench.throughput import BASELINE_SIDE, ENGINE_SIDE, prompt_token_ids
 from autoglm.bench.timing import timed_seconds
 from autoglm.bench.workloads import BenchRequest, Workload
@@ -147,8 +146,7 @@ def engine_latency(llm: LLM, requests: list[BenchRequest]) -> LatencyResult:
     warm_up, timed = requests[0], requests[1:]
     generate(warm_up)
     profiler = llm.engine.profiler
-    if profiler.enabled:
-        profiler.reset()
+    profiler.reset()
     outputs = [generate(request) for request in timed]
     Workload("latency", timed).check_output_lengths([len(o.outputs[0].token_ids) for o in outputs], "the engine")
     metrics = [output.metrics for output in outputs]
@@ -158,7 +156,7 @@ def engine_latency(llm: LLM, requests: list[BenchRequest]) -> LatencyResult:
         output_len=requests[0].max_tokens,
         ttft_s=[m.first_token_time - m.arrival_time for m in metrics],
         e2e_s=[m.finished_time - m.arrival_time for m in metrics],
-        profile=profiler.result() if profiler.enabled else None,
+        profile=profiler.result(),
     )
 
 
@@ -267,5 +265,4 @@ def report_latency(settings: LatencySettings, comparisons: list[LengthComparison
         print(f"of bound: decode tok/s over the batch-1 bandwidth bound of the weights each side reads, "
               f"from {settings.roofline} (measured on {bounds.roofline.device}, torch threads: {bounds.roofline.num_threads})")
     if output_json is not None:
-        output_json.write_text(json.dumps(latency_report(settings, comparisons, bounds), indent=2) + "\n")
-        print(f"wrote {output_json}")
+        write_json(output_json, latency_report(settings, comparisons, bounds))

@@ -1,6 +1,7 @@
 """How benchmark results are shown: an aligned text table, and the machine they ran on."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections.abc import Sequence
@@ -11,6 +12,18 @@ import torch
 import transformers
 
 CPUINFO = Path("/proc/cpuinfo")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``: how results name a dtype."""
+    return str(dtype).removeprefix("torch.")
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Strict JSON (no Infinity or NaN), so any language's parser reads it; folders made as needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    print(f"wrote {path}")
 
 
 def cpu_model() -> str:

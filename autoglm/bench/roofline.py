@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from autoglm.bench.report import format_table, machine_info
+from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
 from autoglm.bench.timing import best_seconds_per_call
 from autoglm.models.loader import safetensors_files
 from autoglm.platforms import compute_dtype
@@ -41,10 +41,6 @@ class MeasureSizes:
 
 FULL_SIZES = MeasureSizes(512 * 2**20, (1, 64, 512), (1024, 4096), repeats=5, min_round_s=0.2)
 QUICK_SIZES = MeasureSizes(4 * 2**20, (1, 16), (128,), repeats=3, min_round_s=0.01)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)
@@ -217,5 +213,4 @@ def report_roofline(roofline: Roofline, output_json: Path | None) -> None:
               f"(embedding table of {weights.embedding_params:,} excluded, lm_head included)")
         print(bounds_table(roofline))
     if output_json is not None:
-        output_json.write_text(json.dumps(roofline.to_dict(), indent=2) + "\n")
-        print(f"wrote {output_json}")
+        write_json(output_json, roofline.to_dict())

@@ -6,7 +6,6 @@ the other (never both models in memory), and the report gives each side's rates 
 from __future__ import annotations
 
 import gc
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import torch
 from autoglm.bench.baseline import BATCH_SIZE, load_transformers_model, run_transformers_workload
 from autoglm.bench.engine_run import run_engine_workload
 from autoglm.bench.profile_report import profile_table
-from autoglm.bench.report import format_table, machine_info
+from autoglm.bench.report import format_table, machine_info, write_json
 from autoglm.bench.results import EngineThroughputResult, ThroughputResult, speedup
 from autoglm.bench.workloads import SHARED_PREFIX, Workload, build_workload, usable_token_ids
 from autoglm.config import AutoGLMConfig
@@ -186,5 +185,4 @@ def report_throughput(settings: ThroughputSettings, comparisons: list[WorkloadCo
             print(f"{comparison.workload.name}: {profile_table(comparison.engine.profile)}")
     print(f"torch threads: {torch.get_num_threads()}")
     if output_json is not None:
-        output_json.write_text(json.dumps(throughput_report(settings, comparisons), indent=2) + "\n")
-        print(f"wrote {output_json}")
+        write_json(output_json, throughput_report(settings, comparisons))

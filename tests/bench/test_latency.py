@@ -9,11 +9,11 @@ import pytest
 from autoglm.bench.cli import main
 from autoglm.bench.latency import DecodeBounds, LatencyResult, latency_ratios, latency_requests
 from autoglm.bench.roofline import MatmulRate, Roofline, count_weights
-from tests.bench.test_roofline import ROOFLINE, WEIGHTS, one_torch_thread  # noqa: F401 (a fixture)
+from tests.bench.test_roofline import ROOFLINE, WEIGHTS
 from tests.tiny_models import make_tiny_checkpoint
 
-SIDE_KEYS = {"compute_dtype", "weight_dtype", "output_len", "ttft_s", "e2e_s", "mean_ttft_s", "median_ttft_s", "decode_tokens_per_s",
-             "decode_bound_tokens_per_s", "decode_fraction_of_bound"}
+SIDE_KEYS = {"compute_dtype", "weight_dtype", "output_len", "ttft_s", "e2e_s", "mean_ttft_s", "median_ttft_s",
+             "decode_tokens_per_s", "decode_bound_tokens_per_s", "decode_fraction_of_bound"}
 TINY_RUN = ["--output-len", "8", "--num-threads", "1"]  # 7 decode steps: well above timer noise
 
 

@@ -30,14 +30,6 @@ ROOFLINE = Roofline(
 )
 
 
-@pytest.fixture
-def one_torch_thread():
-    """Commands that set torch's thread count leave it as they found it for the tests after them."""
-    threads = torch.get_num_threads()
-    yield 1
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def untied_model(tmp_path_factory):
     return make_tiny_checkpoint("qwen2", tmp_path_factory.mktemp("untied"))

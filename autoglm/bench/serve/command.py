@@ -6,7 +6,6 @@ when it runs, so ``autoglm --help`` stays quick.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -21,6 +20,7 @@ from autoglm.bench.serve.datasets import (
     random_requests,
     shared_prefix_requests,
 )
+from autoglm.bench.report import write_json
 from autoglm.bench.serve.errors import ServeBenchError, import_extra
 from autoglm.bench.serve.metrics import SLO_NAMES
 
@@ -179,20 +179,13 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         settings.update(model=model, tokenizer=None if tokenizer is None else tokenizer.name_or_path,
                         dataset_path=None if args.dataset_path is None else str(args.dataset_path),
                         request_rates=[rate_label(rate) for rate in rates])
-        _write_json(args.output_json, report_document(settings, runs))
+        write_json(args.output_json, report_document(settings, runs))
     if args.plot is not None:
         from autoglm.bench.serve.plot import write_plots
 
         for path in write_plots(args.plot, runs):
             print(f"wrote {path}")
     return 1 if notes else 0
-
-
-def _write_json(path: Path, document: dict[str, Any]) -> None:
-    """Strict JSON (no Infinity or NaN), so any language's parser reads it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-    print(f"wrote {path}")
 
 
 def _check_dataset_options(args: argparse.Namespace) -> None:
