@@ -107,6 +107,8 @@ class Scheduler:
         a step or more instead: once those blocks are published it reads them from the cache
         rather than computing the same prefix a second time.
         """
+        if not self.waiting:
+            return
         in_flight = self._blocks_in_flight()
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:

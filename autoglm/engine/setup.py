@@ -13,6 +13,7 @@ from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
+from autoglm.kernels.cpu_extension import load_cpu_kernels
 from autoglm.kernels.cpu_linear import keep_bf16_weight_copies
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
@@ -76,6 +77,8 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
                        "keeps half precision, emulated and slower)", requested_dtype)
     torch.manual_seed(config.seed)
+    if device.type == "cpu":
+        load_cpu_kernels()  # the one-time build happens at start-up, not inside the first request
     model, model_config = load_model(model_path, dtype, device, model_config)
     if requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights:
         count = keep_bf16_weight_copies(model.projections())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autoglm.runner.attention.metadata import get_attention_metadata
@@ -30,10 +29,7 @@ class Attention(nn.Module):
         """q: [T, H, D], k and v: [T, Hkv, D]; returns [T, H * D]."""
         metadata = get_attention_metadata()
         if metadata is None:
-            out = F.scaled_dot_product_attention(
-                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                is_causal=True, scale=self.scale, enable_gqa=True,
-            ).transpose(0, 1)
+            out = torch_backend.sequence_attention(q, k, v, self.scale)
         else:
             out = torch_backend.paged_attention(q, k, v, self.k_cache, self.v_cache, metadata, self.scale)
         return out.reshape(q.shape[0], self.num_heads * self.head_dim)
