@@ -1,11 +1,11 @@
-# Entry points: `make serve`, `make test` and `make demo`. Each installs into .venv first.
+# Entry points: `make serve`, `make test` and `make demo`. Each installs into .venv first:
+# serving needs only the package itself; the test suite also installs the `test` extra.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-STAMP := $(VENV)/.installed
 
-.PHONY: install serve test demo clean
+.PHONY: install install-test serve test demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -13,17 +13,23 @@ $(PY):
 
 # torch is pinned to the CPU build that lies on this machine's disk when none is installed;
 # a looser range would pull a multi-GB CUDA build.
-$(STAMP): $(PY) pyproject.toml
+$(VENV)/.installed-serve: $(PY) pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e ".[test]"
-	touch $(STAMP)
+	$(PIP) install --quiet -e .
+	touch $@
 
-install: $(STAMP)
+$(VENV)/.installed-test: $(VENV)/.installed-serve
+	$(PIP) install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed-serve
+
+install-test: $(VENV)/.installed-test
 
 serve: install
 	$(VENV)/bin/autoglm serve $(ARGS)
 
-test: install
+test: install-test
 	$(PY) -m pytest -q
 
 demo: install
