@@ -11,7 +11,13 @@ from typing import Any
 import torch
 import transformers
 
+from autoglm.platforms import cpu_has_flags
+
 CPUINFO = Path("/proc/cpuinfo")
+# Instruction sets that decide how fast a CPU runs a half-precision model: AVX-512 (with VNNI)
+# computes float32 fast, and only the bfloat16 ones multiply bfloat16 matrices in hardware.
+RECORDED_CPU_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+ACCELERATOR_KINDS = ("cuda", "xpu")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -36,11 +42,23 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def accelerator_names() -> list[str]:
+    """Name of every CUDA/ROCm or XPU device PyTorch sees, e.g. ``NVIDIA H200``; empty on a CPU-only machine."""
+    names = []
+    for kind in ACCELERATOR_KINDS:
+        backend = getattr(torch, kind, None)
+        if backend is not None and backend.is_available():
+            names += [backend.get_device_name(index) for index in range(backend.device_count())]
+    return names
+
+
 def machine_info() -> dict[str, Any]:
     """What a reader needs to compare results across machines."""
     return {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_flags": {flag: cpu_has_flags(flag) for flag in RECORDED_CPU_FLAGS} if CPUINFO.is_file() else None,
+        "accelerators": accelerator_names(),
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,

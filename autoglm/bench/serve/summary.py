@@ -2,12 +2,14 @@
 notes, and the JSON document ``--output-json`` writes."""
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-from autoglm.bench.report import format_table
+from autoglm.bench.report import format_table, machine_info
 from autoglm.bench.serve.metrics import LatencyStats, ServeMetrics
 from autoglm.bench.serve.runner import RateRun
 
@@ -66,11 +68,23 @@ def failure_notes(runs: Sequence[RateRun]) -> list[str]:
     return notes
 
 
+def is_local_server(base_url: str) -> bool:
+    """Whether the server runs on the machine the benchmark runs on, which then names the server's machine."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]]) -> dict[str, Any]:
-    """Settings, each rate's aggregates and every request's raw timings; rates as :func:`rate_label`
-    strings, since JSON has no infinity."""
+    """Settings, the server's machine when it is this one (None otherwise), each rate's aggregates
+    and every request's raw timings; rates as :func:`rate_label` strings, since JSON has no infinity."""
     return {
         "settings": settings,
+        "machine": machine_info() if is_local_server(settings["base_url"]) else None,
         "runs": [
             {
                 "request_rate": rate_label(run.request_rate),

@@ -1,0 +1,3 @@
+from autoglm.bench.figures.command import main
+
+raise SystemExit(main())

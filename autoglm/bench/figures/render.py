@@ -1,0 +1,87 @@
+"""What each kind of marker renders, and the document with every marker's region rewritten.
+
+A marker names its kind and then its arguments: results files (``*.json``, relative to the
+document), ``LABEL=FILE`` pairs, plain words (a prompt length, a workload), and for a figure
+inside a sentence an optional Python format such as ``{:.1f}x`` as the last argument.
+Adding a results file to the documents takes a marker that names it, nothing more.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autoglm.bench.figures import quantities as q
+from autoglm.bench.figures import tables
+from autoglm.bench.figures.machine import describe_machine
+from autoglm.bench.figures.markers import Marker, fill_markers
+from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
+
+RESULTS_SUFFIX = ".json"
+
+
+def _value(file: ResultsFile, path: str, factor: str = "1") -> float:
+    """A number as the results file stores it, times ``factor`` (``1e-9`` for giga-)."""
+    return file.at(path) * float(factor)
+
+
+def _ratio(numerator: ResultsFile, numerator_path: str, denominator: ResultsFile, denominator_path: str) -> float:
+    return numerator.at(numerator_path) / denominator.at(denominator_path)
+
+
+BLOCKS: dict[str, Callable[..., str]] = {
+    "roofline-limits": tables.roofline_limits,
+    "roofline-bounds": tables.roofline_bounds,
+    "latency": tables.latency,
+    "throughput": tables.throughput,
+    "step-profile": tables.step_profile,
+    "serving": tables.serving,
+}
+# Figures inside sentences: how each is computed, and how it is written unless the marker says.
+INLINE: dict[str, tuple[Callable[..., Any], str]] = {
+    "machine": (lambda file: describe_machine(file.machine), "{}"),
+    "value": (_value, ""),
+    "ratio": (_ratio, "{:.2f}x"),
+    "ttft-speedup": (q.ttft_speedup, "{:.2f}x"),
+    "decode-ratio": (q.decode_ratio, "{:.2f}x"),
+    "decode-bound": (q.decode_bound_fraction, "{:.0%}"),
+    "throughput-ratio": (q.throughput_ratio, "{:.2f}x"),
+    "compute-bound": (q.compute_bound_fraction, "{:.0%}"),
+    "prefix-cache-ttft": (q.prefix_cache_ttft_ratio, "{:.1f}x"),
+    "step-share": (q.step_share, "{:.1%}"),
+    "best-matmul": (lambda file, dtype: q.best_matmul(file, dtype).flops_per_s / tables.GIGA, "{:,.0f} GFLOP/s"),
+    "matmul-ratio": (q.matmul_ratio, "{:.1f}x"),
+    "itl-tail": (q.itl_tail_ratio, "{:.1f}x"),
+}
+
+
+def _argument(word: str, folder: ResultsFolder) -> Any:
+    label, separator, name = word.rpartition("=")
+    if separator and name.endswith(RESULTS_SUFFIX):
+        return label, folder.load(name)
+    return folder.load(word) if word.endswith(RESULTS_SUFFIX) else word
+
+
+def _kind(table: dict[str, Any], marker: Marker) -> Any:
+    if marker.kind not in table:
+        where = "a table" if marker.block else "a figure inside a sentence"
+        raise ValueError(f"no {marker.kind!r} figure as {where}; known: {', '.join(table)}")
+    return table[marker.kind]
+
+
+def render_marker(marker: Marker, folder: ResultsFolder) -> str:
+    if marker.block:
+        return _kind(BLOCKS, marker)(*(_argument(word, folder) for word in marker.args))
+    compute, written_as = _kind(INLINE, marker)
+    words = list(marker.args)
+    if words and "{" in words[-1]:
+        written_as = words.pop()
+    if not written_as:
+        raise ValueError(f"a {marker.kind!r} figure needs a format as its last argument, e.g. '{{:.1f}} s'")
+    return written_as.format(compute(*(_argument(word, folder) for word in words)))
+
+
+def render_document(text: str, document_folder: Path) -> str:
+    """``text`` with every marked region regenerated from the results files it names."""
+    folder = ResultsFolder(document_folder)
+    return fill_markers(text, lambda marker: render_marker(marker, folder))

@@ -1,0 +1,137 @@
+"""The tables of the documents, one function per kind of results file.
+
+Each table opens with the machine it was measured on and the files it was computed from.
+"""
+from __future__ import annotations
+
+from autoglm.bench.figures import quantities as q
+from autoglm.bench.figures.formats import (bold, duration, markdown_table, milliseconds, percent, rate,
+                                           ratio)
+from autoglm.bench.figures.machine import describe_machine, same_device
+from autoglm.bench.figures.results_files import ResultsFile
+
+GIGA = 1e9
+SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}
+# Rows of the profile table: a title, and the profile's seconds that make it up.
+PROFILE_ROWS = (
+    ("forward: linear layers", ("forward_parts_s.linear",)),
+    ("forward: attention", ("forward_parts_s.attention",)),
+    ("forward: other (norms, rotary, activations, embedding)", ("forward_parts_s.other",)),
+    ("sampling", ("phases_s.sample",)),
+    ("scheduling + preparing inputs + detokenizing",
+     ("phases_s.schedule", "phases_s.prepare inputs", "phases_s.detokenize & outputs")),
+)
+
+
+def caption(*files: ResultsFile) -> str:
+    """"Measured on <machine> (<files>):"; files measured on different devices cannot share a table."""
+    first = files[0]
+    for other in files[1:]:
+        if not same_device(first.machine, other.machine):
+            raise ValueError(f"{first.name} and {other.name} were measured on different machines; "
+                             "a table quotes one machine")
+    links = ", ".join(f"[`{file.name}`]({file.name})" for file in files)
+    return f"Measured on {describe_machine(first.machine)} ({links}):\n\n"
+
+
+def roofline_limits(bounds: ResultsFile) -> str:
+    limits = q.Roofline.from_dict(bounds.data)
+    rows = [["read bandwidth (sum of a float32 tensor)", f"{limits.read_bytes_per_s / GIGA:,.1f} GB/s"]]
+    for dtype in limits.dtypes:
+        best = limits.best_matmul(dtype)
+        rows.append([f"{dtype} matmul, best of the shapes measured ({best.m}x{best.k}x{best.n})",
+                     f"{best.flops_per_s / GIGA:,.0f} GFLOP/s"])
+    return caption(bounds) + markdown_table([f"limit ({limits.num_threads} threads)", "measured"], rows)
+
+
+def roofline_bounds(bounds: ResultsFile) -> str:
+    limits = q.roofline(bounds)
+    per_dtype = limits.bounds()
+    header = ["bound for the model", *(f"{dtype} weights" for dtype in per_dtype)]
+    rows = [
+        ["batch-1 decode: bandwidth / weight bytes per token",
+         *(rate(bound["decode_tokens_per_s"]) for bound in per_dtype.values())],
+        ["batched: matmul FLOP/s / (2 x parameters)",
+         *(rate(bound["batched_tokens_per_s"]) for bound in per_dtype.values())],
+    ]
+    return caption(bounds) + markdown_table(header, rows)
+
+
+def latency(latency_file: ResultsFile, bounds: ResultsFile | None = None) -> str:
+    title = caption(latency_file) if bounds is None else caption(latency_file, bounds)
+    header = ["prompt tokens", "TTFT engine", "TTFT transformers", "TTFT speed-up",
+              "decode engine", "decode transformers", "decode ratio"]
+    if bounds is not None:
+        header += ["engine of bound", "transformers of bound"]
+    rows = []
+    for input_len in latency_file.at("input_lens"):
+        sides = [q.latency_side(latency_file, input_len, side) for side in (q.ENGINE, q.BASELINE)]
+        both = all(side is not None for side in sides)
+        row = [input_len]
+        row += [duration(side["mean_ttft_s"]) if side else "" for side in sides]
+        row += [bold(ratio(q.ttft_speedup(latency_file, input_len))) if both else ""]
+        row += [rate(side["decode_tokens_per_s"]) if side else "" for side in sides]
+        row += [bold(ratio(q.decode_ratio(latency_file, input_len))) if both else ""]
+        if bounds is not None:
+            row += [percent(q.decode_bound_fraction(latency_file, bounds, input_len, name)) if side else ""
+                    for name, side in zip((q.ENGINE, q.BASELINE), sides)]
+        rows.append(row)
+    return title + markdown_table(header, rows)
+
+
+def _compute_bound_cell(throughput: ResultsFile, bounds: ResultsFile, workload: str, side: str) -> str:
+    result = q.throughput_side(throughput, workload, side)
+    if side == q.BASELINE:
+        return ""
+    if result["prefix_cache_hit_rate"] > 0:
+        return "(cached prompts)"  # cached prompt tokens count in total tok/s but cost no compute
+    return percent(q.compute_bound_fraction(throughput, bounds, workload, side))
+
+
+def throughput(throughput_file: ResultsFile, bounds: ResultsFile | None = None) -> str:
+    title = caption(throughput_file) if bounds is None else caption(throughput_file, bounds)
+    header = ["workload", "side", "time (s)", "output tok/s", "total tok/s", "vs transformers"]
+    header += ["of compute bound"] if bounds is not None else []
+    rows = []
+    for workload, sides in throughput_file.at("workloads").items():
+        for side in SIDE_NAMES:
+            if side not in sides:
+                continue
+            result = sides[side]
+            versus = ""
+            if side != q.BASELINE and q.BASELINE in sides:
+                versus = ratio(q.throughput_ratio(throughput_file, workload, side))
+                versus = bold(versus) if side == q.ENGINE else versus
+            row = [workload, SIDE_NAMES[side], f"{result['elapsed_s']:.1f}", f"{q.output_rate(result):,.1f}",
+                   f"{q.total_rate(result):,.1f}", versus]
+            if bounds is not None:
+                row.append(_compute_bound_cell(throughput_file, bounds, workload, side))
+            rows.append(row)
+    return title + markdown_table(header, rows, text_columns=2)
+
+
+def step_profile(throughput_file: ResultsFile) -> str:
+    workloads = [name for name, sides in throughput_file.at("workloads").items()
+                 if sides.get(q.ENGINE, {}).get("profile") is not None]
+    if not workloads:
+        raise ValueError(f"{throughput_file.name} holds no profile: it was run without --profile")
+    rows = [["steps", *(str(throughput_file.at(f"workloads.{name}.{q.ENGINE}.profile.num_steps"))
+                        for name in workloads)]]
+    for title, paths in PROFILE_ROWS:
+        rows.append([title, *(f"{sum(q.step_share(throughput_file, name, path) for path in paths):.1%}"
+                              for name in workloads)])
+    rows.append([bold("everything but the forward"),
+                 *(bold(f"{q.step_share(throughput_file, name, 'overhead_s'):.1%}") for name in workloads)])
+    return caption(throughput_file) + markdown_table(["phase", *workloads], rows)
+
+
+def serving(title: str, *labelled_files: tuple[str, ResultsFile]) -> str:
+    """One row per file (one request rate each), labelled as the marker says under a ``title`` column."""
+    header = [title, "failed", "median TTFT", "median ITL", "P99 ITL", "P99 / median ITL"]
+    rows = []
+    for label, file in labelled_files:
+        metrics = q.serve_metrics(file)
+        rows.append([label, f"{metrics['failed']} / {metrics['completed'] + metrics['failed']}",
+                     duration(metrics["ttft"]["median_ms"] / 1e3), milliseconds(metrics["itl"]["median_ms"]),
+                     milliseconds(metrics["itl"]["p99_ms"]), ratio(q.itl_tail_ratio(file))])
+    return caption(*(file for _, file in labelled_files)) + markdown_table(header, rows)

@@ -1,0 +1,114 @@
+"""The documents' figures are generated from ``docs/results/``: the repository's docs match their
+results files, a changed figure is caught and regenerated, and every figure names its machine."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autoglm.bench.figures.command import main
+from autoglm.bench.figures.machine import describe_machine
+from autoglm.bench.figures.markers import MarkerError
+from autoglm.bench.figures.render import render_document
+from autoglm.bench.report import machine_info
+from autoglm.bench.serve.summary import is_local_server
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CPU = {"cpu_model": "AMD EPYC", "cpu_count": 2, "accelerators": [], "torch_version": "2.13.0+cpu",
+       "cpu_flags": {"avx512f": True, "avx512_vnni": True, "avx512_bf16": True, "amx_bf16": False}}
+
+
+def latency_file(folder: Path, name: str, machine: dict, engine_decode: float) -> str:
+    side = {"compute_dtype": "bfloat16", "weight_dtype": "bfloat16", "mean_ttft_s": 0.5}
+    document = {"machine": machine, "input_lens": {"128": {
+        "autoglm": {**side, "decode_tokens_per_s": engine_decode},
+        "transformers": {**side, "mean_ttft_s": 1.0, "decode_tokens_per_s": 10.0}}}}
+    (folder / name).write_text(json.dumps(document))
+    return name
+
+
+def test_the_repository_docs_match_their_results_files(capsys):
+    assert main([str(DOCS / "PERFORMANCE.md"), "--check"]) == 0, capsys.readouterr().out
+
+
+def test_ratios_are_computed_from_the_raw_numbers():
+    """The no-prefix-cache row once said 3.93x where its own rates give 9.40 / 3.70."""
+    text = (DOCS / "PERFORMANCE.md").read_text()
+    assert "| shared-prefix | engine, no prefix cache | 217.8 | 9.4 | 169.2 | 2.54x | 65% |" in text
+
+
+def test_a_retyped_figure_is_caught_and_regenerated(tmp_path, capsys):
+    shutil.copytree(DOCS, tmp_path / "docs")
+    document = tmp_path / "docs" / "PERFORMANCE.md"
+    document.write_text(document.read_text().replace("| **2.12x** |", "| **3.93x** |"))
+    assert main([str(document), "--check"]) == 1
+    assert "-| 128 | 752 ms" in capsys.readouterr().out
+    assert main([str(document)]) == 0
+    assert main([str(document), "--check"]) == 0
+
+
+def test_a_new_results_file_takes_only_a_marker(tmp_path):
+    name = latency_file(tmp_path, "latency-epyc.json", CPU, engine_decode=25.0)
+    text = (f"Decode is <!-- figure:decode-ratio {name} 128 --><!-- /figure --> faster.\n"
+            f"<!-- figures:latency {name} -->\nstale\n<!-- /figures -->\n")
+    rendered = render_document(text, tmp_path)
+    assert "Decode is <!-- figure:decode-ratio latency-epyc.json 128 -->2.50x<!-- /figure --> faster." in rendered
+    assert "Measured on AMD EPYC, 2 CPUs, AVX-512 with VNNI, AVX512-BF16, no AMX; torch 2.13.0+cpu" in rendered
+    assert "| 128 | 500 ms | 1.00 s | **2.00x** | 25.0 tok/s | 10.0 tok/s | **2.50x** |" in rendered
+    assert "stale" not in rendered
+
+
+def test_an_inline_figure_takes_a_format(tmp_path):
+    name = latency_file(tmp_path, "latency.json", CPU, engine_decode=25.0)
+    text = f"<!-- figure:value {name} input_lens.128.autoglm.decode_tokens_per_s '{{:.0f}} tok/s' --><!-- /figure -->"
+    assert render_document(text, tmp_path).endswith("-->25 tok/s<!-- /figure -->")
+
+
+def test_a_table_quotes_one_machine(tmp_path):
+    gpu = {**CPU, "accelerators": ["NVIDIA H200"]}
+    text = (f"<!-- figures:latency {latency_file(tmp_path, 'cpu.json', CPU, 25.0)} "
+            f"{latency_file(tmp_path, 'gpu.json', gpu, 25.0)} -->\n<!-- /figures -->")
+    with pytest.raises(MarkerError, match="different machines"):
+        render_document(text, tmp_path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a\n<!-- figure:decode-ratio x.json 128 -->2x\n", "line 2: .* has no <!-- /figure -->"),
+    ("<!-- figures:pie x.json -->\n<!-- /figures -->", "no 'pie' figure as a table; known: roofline-limits"),
+    ("<!-- figure:value x.json a.b '{:.1f}' --><!-- /figure -->", "no results file"),
+])
+def test_bad_markers_say_what_is_wrong(tmp_path, text, message):
+    with pytest.raises(MarkerError, match=message):
+        render_document(text, tmp_path)
+
+
+def test_a_results_file_without_a_machine_is_refused(tmp_path):
+    (tmp_path / "old.json").write_text(json.dumps({"runs": []}))
+    with pytest.raises(MarkerError, match="old.json records no machine"):
+        render_document("<!-- figure:machine old.json --><!-- /figure -->", tmp_path)
+
+
+def test_machines_are_described_by_their_devices():
+    assert describe_machine({"accelerators": ["NVIDIA H200"], "torch_version": "2.11.0+cu130"}) == (
+        "one NVIDIA H200; torch 2.11.0+cu130")
+    no_bf16 = {**CPU, "cpu_model": "Intel(R) Xeon(R) Processor @ 2.80GHz",
+               "cpu_flags": {**CPU["cpu_flags"], "avx512_bf16": False}}
+    assert describe_machine(no_bf16).startswith(
+        "Intel Xeon Processor @ 2.80GHz, 2 CPUs, AVX-512 with VNNI, no AVX512-BF16/AMX")
+
+
+def test_results_record_the_instruction_sets_and_accelerators():
+    machine = machine_info()
+    assert set(machine["cpu_flags"] or {}) <= {"avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"}
+    assert isinstance(machine["accelerators"], list)
+    assert describe_machine(machine)
+
+
+@pytest.mark.parametrize("url, local", [
+    ("http://127.0.0.1:8000", True), ("http://localhost:8000", True), ("http://[::1]:8000", True),
+    ("http://10.0.0.2:8000", False), ("https://api.example.com", False),
+])
+def test_a_serve_result_records_the_machine_only_when_the_server_runs_on_it(url, local):
+    assert is_local_server(url) is local
