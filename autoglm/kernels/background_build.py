@@ -66,6 +66,11 @@ class BackgroundBuild:
         return self.module
 
     @property
+    def failed(self) -> bool:
+        """The build has ended without a library (a later engine need not prepare for it)."""
+        return self._done.is_set() and self.module is None
+
+    @property
     def child_pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 

@@ -40,7 +40,7 @@ def start_cpu_kernel_build() -> bool:
     global _build
     with _starting:
         if _build is not None:
-            return True
+            return not _build.failed
         if not cpu_has_flags(*REQUIRED_CPU_FLAGS):
             return False
         missing = toolchain_missing()

@@ -174,3 +174,15 @@ def test_an_exiting_parent_kills_its_build(tmp_path):
     wait_until(lambda: lock_holder(spec.lock_path(tmp_path / "cache")) == build.child_pid, "the child took the lock")
     build.terminate()  # what the exit handler runs
     assert build.wait(HANG_S) is None and is_gone(build.child_pid)
+
+
+def test_the_cpu_kernels_are_not_promised_after_their_build_failed(tmp_path, monkeypatch):
+    from autoglm.kernels import cpu_extension
+
+    spec = fake_spec(tmp_path / "src")
+    Path(spec.sources[0]).write_text("this is not C++")
+    failed = BackgroundBuild(spec, tmp_path / "cache")
+    failed.start()
+    failed.wait(HANG_S)
+    monkeypatch.setattr(cpu_extension, "_build", failed)
+    assert not cpu_extension.start_cpu_kernel_build() and cpu_extension.cpu_kernels() is None
