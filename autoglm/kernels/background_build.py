@@ -48,7 +48,7 @@ class BackgroundBuild:
             self.module = self._import(library)
             self._done.set()
             return
-        logger.info("building the %s kernels in the background (usually %s, once per torch version) into %s; "
+        logger.info("building kernel library %s in the background (usually %s, once per torch version) into %s; "
                     "plain PyTorch runs meanwhile", self.spec.name, TYPICAL_BUILD, self.spec.build_dir(self.root))
         self._process = subprocess.Popen(
             [sys.executable, "-m", "autoglm.kernels.build_worker", self.spec.to_json(), str(self.root),
@@ -88,10 +88,10 @@ class BackgroundBuild:
         if status == 0:
             self.module = self._import(self.spec.library(self.root))
             if self.module is not None:
-                logger.info("built the %s kernels in %.0f s; using them from now on", self.spec.name,
+                logger.info("built kernel library %s in %.0f s; using it from now on", self.spec.name,
                             time.monotonic() - started)
         elif status > 0:  # a negative status is a kill, from terminate() or from outside
-            logger.warning("building the %s kernels failed (exit status %d; its output is above); plain PyTorch "
+            logger.warning("building kernel library %s failed (exit status %d; its output is above); plain PyTorch "
                            "keeps running", self.spec.name, status)
         self._done.set()
 
@@ -102,7 +102,7 @@ class BackgroundBuild:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
         except (ImportError, OSError) as error:
-            logger.warning("cannot load the %s kernels from %s, plain PyTorch runs instead (delete the folder to "
+            logger.warning("cannot load kernel library %s from %s, plain PyTorch runs instead (delete the folder to "
                            "rebuild them): %s", self.spec.name, library, error)
             return None
         return module

@@ -107,8 +107,8 @@ def test_a_library_builds_in_the_background_and_is_then_found_in_the_cache(tmp_p
         build = BackgroundBuild(spec, tmp_path / "cache")
         build.start()
         assert build.wait(HANG_S).answer() == 42
-    assert "building the fake_kernels kernels in the background" in caplog.text
-    assert "built the fake_kernels kernels in" in caplog.text
+    assert "building kernel library fake_kernels in the background" in caplog.text
+    assert "built kernel library fake_kernels in" in caplog.text
     again = BackgroundBuild(spec, tmp_path / "cache")
     again.start()
     assert again.child_pid is None and again.module is not None  # imported at once, nothing rebuilt
@@ -121,7 +121,7 @@ def test_a_failed_build_leaves_the_caller_without_the_library(tmp_path, caplog):
     build.start()
     with caplog.at_level("WARNING", logger="autoglm.kernels.background_build"):
         assert build.wait(HANG_S) is None
-    assert "building the fake_kernels kernels failed (exit status 1" in caplog.text
+    assert "building kernel library fake_kernels failed (exit status 1" in caplog.text
 
 
 def test_a_build_gives_up_on_a_live_lock_after_its_bound(tmp_path, caplog):
