@@ -46,6 +46,8 @@ class BackgroundBuild:
         library = self.spec.library(self.root)
         if library.exists():
             self.module = self._import(library)
+            if self.module is not None:
+                logger.info("loaded kernel library %s from %s", self.spec.name, library)
             self._done.set()
             return
         logger.info("building kernel library %s in the background (usually %s, once per torch version) into %s; "

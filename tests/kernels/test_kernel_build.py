@@ -110,8 +110,10 @@ def test_a_library_builds_in_the_background_and_is_then_found_in_the_cache(tmp_p
     assert "building kernel library fake_kernels in the background" in caplog.text
     assert "built kernel library fake_kernels in" in caplog.text
     again = BackgroundBuild(spec, tmp_path / "cache")
-    again.start()
+    with caplog.at_level("INFO", logger="autoglm.kernels.background_build"):
+        again.start()
     assert again.child_pid is None and again.module is not None  # imported at once, nothing rebuilt
+    assert "loaded kernel library fake_kernels from" in caplog.text
 
 
 def test_a_failed_build_leaves_the_caller_without_the_library(tmp_path, caplog):
