@@ -32,7 +32,9 @@ else:
 
 ENV_PREFIX = "AUTOGLM_"
 # Variables that share the prefix but are read elsewhere, so they are not settings.
-NON_SETTING_ENV_VARS = frozenset({"AUTOGLM_HOME", "AUTOGLM_LOG_LEVEL"})
+NON_SETTING_ENV_VARS = frozenset(
+    {"AUTOGLM_HOME", "AUTOGLM_LOG_LEVEL", "AUTOGLM_CPU_DISABLE_FLAGS", "AUTOGLM_KERNEL_CACHE"}
+)
 # Other engines' names for our settings, accepted so their config files carry over.
 SETTING_ALIASES = {"max_model_len": "max_context_len"}
 ARGUMENT_SOURCE = "arguments"

@@ -1,10 +1,18 @@
 """Device choice and memory figures, so the rest of the code never asks torch directly."""
 from __future__ import annotations
 
+import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+
+logger = logging.getLogger(__name__)
+
+# Names CPU flags the engine treats as absent, so a machine with bfloat16 units can run (and test)
+# the paths of one without: e.g. "avx512_bf16,amx_bf16". oneDNN reads its own ONEDNN_MAX_CPU_ISA.
+CPU_DISABLE_FLAGS_ENV = "AUTOGLM_CPU_DISABLE_FLAGS"
 
 # CPU flags (Linux /proc/cpuinfo) of native matrix instructions for each half-precision dtype.
 _HALF_MATMUL_FLAGS = {
@@ -54,6 +62,17 @@ def device_memory(device: torch.device) -> tuple[int, int] | None:
 
 @lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset[str] | None:
+    """The CPU's flags less those named in ``AUTOGLM_CPU_DISABLE_FLAGS``; None where unknown."""
+    reported = _reported_cpu_flags()
+    disabled = frozenset(filter(None, os.environ.get(CPU_DISABLE_FLAGS_ENV, "").replace(",", " ").split()))
+    if reported is None or not disabled:
+        return reported
+    logger.warning("%s: treating this CPU as lacking %s (oneDNN follows only if ONEDNN_MAX_CPU_ISA was set "
+                   "before start, e.g. AVX512_CORE)", CPU_DISABLE_FLAGS_ENV, ", ".join(sorted(disabled)))
+    return reported - disabled
+
+
+def _reported_cpu_flags() -> frozenset[str] | None:
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
         return None

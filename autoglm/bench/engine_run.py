@@ -7,8 +7,21 @@ from statistics import mean, median
 from autoglm.bench.report import dtype_name
 from autoglm.bench.results import EngineThroughputResult
 from autoglm.bench.workloads import Workload
+from autoglm.config import AutoGLMConfig
+from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
 from autoglm.sampling_params import SamplingParams
+
+KERNEL_BUILD_WAIT_S = 900  # a first start on a machine builds the CPU kernels, in 1-3 minutes
+
+
+def bench_llm(config: AutoGLMConfig) -> LLM:
+    """An LLM to measure: on the CPU it first waits for the compiled kernels, which a serving
+    start would build in the background while it serves without them."""
+    llm = LLM.from_config(config)
+    if llm.engine.device.type == "cpu":
+        wait_for_cpu_kernels(KERNEL_BUILD_WAIT_S)
+    return llm
 
 
 def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:

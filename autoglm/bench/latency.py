@@ -17,6 +17,7 @@ import torch
 from transformers import PreTrainedModel
 
 from autoglm.bench.baseline import generate_batch, load_transformers_model
+from autoglm.bench.engine_run import bench_llm
 from autoglm.bench.profile_report import profile_table
 from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
 from autoglm.bench.roofline import ModelWeights, Roofline, count_weights, load_roofline
@@ -182,7 +183,7 @@ def run_latency(settings: LatencySettings) -> list[LengthComparison]:
     if settings.output_len < 2 or settings.num_iters < 1:
         raise ValueError("latency needs --output-len of at least 2 (decode is timed after the first token) "
                          "and --num-iters of at least 1")
-    llm = LLM.from_config(settings.config)
+    llm = bench_llm(settings.config)
     engine = llm.engine
     if settings.profile:
         engine.enable_profiling()

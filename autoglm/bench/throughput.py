@@ -13,14 +13,13 @@ from typing import Any
 import torch
 
 from autoglm.bench.baseline import BATCH_SIZE, load_transformers_model, run_transformers_workload
-from autoglm.bench.engine_run import run_engine_workload
+from autoglm.bench.engine_run import bench_llm, run_engine_workload
 from autoglm.bench.profile_report import profile_table
 from autoglm.bench.report import format_table, machine_info, write_json
 from autoglm.bench.results import EngineThroughputResult, ThroughputResult, speedup
 from autoglm.bench.workloads import SHARED_PREFIX, Workload, build_workload, usable_token_ids
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.llm import LLM
 from autoglm.models import resolve_dtype
 
 ENGINE_SIDE, BASELINE_SIDE, NO_CACHE_SIDE = "autoglm", "transformers", "autoglm (no prefix cache)"
@@ -87,7 +86,7 @@ def announce(workload: Workload, side: str, result: ThroughputResult) -> None:
 def run_engine_side(config: AutoGLMConfig, names: list[str], settings: ThroughputSettings,
                     ) -> tuple[list[Workload], list[EngineThroughputResult], LLMEngine]:
     """The named workloads through one engine built from ``config``; the engine is returned for its paths."""
-    llm = LLM.from_config(config)
+    llm = bench_llm(config)
     if settings.profile:
         llm.engine.enable_profiling()
     token_ids = prompt_token_ids(llm.engine)

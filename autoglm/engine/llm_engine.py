@@ -17,6 +17,7 @@ from autoglm.engine.request_state import CompletionState, RequestState, to_posit
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.runner.model_runner import StepResult, TokenLogprobs
@@ -72,9 +73,9 @@ class LLMEngine:
     @property
     def decode_weight_dtype(self) -> torch.dtype:
         """What a decode step of few rows reads its weights as: bfloat16 where the model keeps
-        copies for the CPU kernel (``cpu_bf16_decode_weights``), else the compute dtype."""
+        copies for the CPU kernel (``cpu_bf16_decode_weights``) and it has loaded, else the compute dtype."""
         copies = any(module.weight_bf16 is not None for module in self.runner.model.projections())
-        return torch.bfloat16 if copies else self.dtype
+        return torch.bfloat16 if copies and cpu_kernels() is not None else self.dtype
 
     @classmethod
     def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":

@@ -13,7 +13,7 @@ from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
-from autoglm.kernels.cpu_extension import load_cpu_kernels
+from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.kernels.cpu_linear import keep_bf16_weight_copies
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
@@ -77,10 +77,11 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
                        "keeps half precision, emulated and slower)", requested_dtype)
     torch.manual_seed(config.seed)
-    if device.type == "cpu":
-        load_cpu_kernels()  # the one-time build happens at start-up, not inside the first request
+    # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
+    kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     model, model_config = load_model(model_path, dtype, device, model_config)
-    if requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights:
+    if (requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights
+            and kernels_coming):
         count = keep_bf16_weight_copies(model.projections())
         logger.info("%d projections also read bfloat16 weights in steps of few rows", count)
     tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or model_path))

@@ -1,51 +1,65 @@
-"""Builds the compiled CPU kernels (``*.cpp`` beside this file) once per machine, or says why not.
+"""The compiled CPU kernels (``*.cpp`` beside this file): built once per torch version, never waited for.
 
-PyTorch's extension builder compiles them with the machine's C++ compiler and ninja and
-caches the result (``~/.cache/torch_extensions``), so only the first start on a machine pays
-for the build (under a minute). Every caller has a plain-PyTorch path for when this returns
-None: a CPU without AVX-512, or no toolchain.
+``start_cpu_kernel_build`` imports them at start-up if they were built before, else builds them
+in a child process (see ``background_build``) while the engine serves with plain PyTorch.
+Callers ask ``cpu_kernels()`` on every call, so they switch to the kernels the moment they
+load. It stays None on a CPU without AVX-512, without a compiler and ninja, or after a failed
+build, and every caller has a plain-PyTorch path for that.
 """
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-from functools import lru_cache
+import threading
 from pathlib import Path
 from types import ModuleType
 
+from autoglm.kernels.background_build import BackgroundBuild
+from autoglm.kernels.kernel_spec import KernelSpec, kernel_cache_root
+from autoglm.kernels.toolchain import toolchain_missing
 from autoglm.platforms import cpu_has_flags
 
 logger = logging.getLogger(__name__)
 
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw")
-_SOURCES = ("bindings.cpp", "bf16_weight_linear.cpp", "paged_decode_attention.cpp")
-_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-fopenmp"]
+_FOLDER = Path(__file__).parent
+CPU_KERNELS = KernelSpec(
+    name="autoglm_cpu_kernels",
+    sources=tuple(str(_FOLDER / name) for name in ("bindings.cpp", "bf16_weight_linear.cpp",
+                                                     "paged_decode_attention.cpp")),
+    headers=(str(_FOLDER / "cpu_kernels.h"),),
+    cflags=("-O3", "-mavx512f", "-mavx512bw", "-fopenmp"),
+    ldflags=("-fopenmp",),
+)
+
+_build: BackgroundBuild | None = None
+_starting = threading.Lock()
 
 
-@lru_cache(maxsize=1)
-def load_cpu_kernels() -> ModuleType | None:
-    """The built extension, or None (logged once) where this CPU or toolchain cannot run it."""
-    if not cpu_has_flags(*REQUIRED_CPU_FLAGS):
+def start_cpu_kernel_build() -> bool:
+    """Make the kernels available without waiting for them; False where this machine cannot have them."""
+    global _build
+    with _starting:
+        if _build is not None:
+            return not _build.failed
+        if not cpu_has_flags(*REQUIRED_CPU_FLAGS):
+            return False
+        missing = toolchain_missing()
+        if missing is not None:
+            logger.warning("the CPU kernels need %s on PATH; plain PyTorch runs instead", missing)
+            return False
+        _build = BackgroundBuild(CPU_KERNELS, kernel_cache_root())
+        _build.start()
+        return True
+
+
+def cpu_kernels() -> ModuleType | None:
+    """The kernels if they are loaded by now, else None (take the plain-PyTorch path); never waits."""
+    return _build.module if _build is not None else None
+
+
+def wait_for_cpu_kernels(timeout_s: float) -> ModuleType | None:
+    """Start the kernels if needed and wait up to ``timeout_s`` for them, for callers that must measure them."""
+    if not start_cpu_kernel_build():
         return None
-    from torch.utils.cpp_extension import load
-
-    _put_ninja_on_path()
-    logger.info("loading the CPU kernels (built once per machine, then cached by PyTorch)")
-    folder = Path(__file__).parent
-    try:
-        return load(name="autoglm_cpu_kernels", sources=[str(folder / name) for name in _SOURCES],
-                    extra_cflags=_FLAGS, extra_ldflags=["-fopenmp"])
-    except (OSError, RuntimeError, ImportError) as error:  # no compiler, no ninja, a failed build
-        logger.warning("CPU kernels unavailable, using plain PyTorch instead: %s", error)
-        return None
-
-
-def _put_ninja_on_path() -> None:
-    """PyTorch runs ``ninja`` from PATH; the pip-installed one sits in an environment that may not be active."""
-    if shutil.which("ninja") is None:
-        try:
-            import ninja
-        except ImportError:
-            return
-        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+    assert _build is not None
+    return _build.wait(timeout_s)

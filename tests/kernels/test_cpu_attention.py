@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS, load_cpu_kernels
+from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 from autoglm.runner.attention import torch_backend
 from autoglm.runner.attention.metadata import AttentionMetadata
@@ -32,8 +32,7 @@ def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -
 
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 4, 32), (8, 2, 64), (14, 2, 64), (6, 1, 24)])
 @pytest.mark.parametrize("block_size", [1, 16])
-def test_in_place_decode_attention_matches_the_gathered_one(heads, kv_heads, head_dim, block_size):
-    assert load_cpu_kernels() is not None, "the CPU kernels did not build; see the warning logged"
+def test_in_place_decode_attention_matches_the_gathered_one(cpu_kernels, heads, kv_heads, head_dim, block_size):
     context_lens = [1, 5, 16, 17, 100]
     num_blocks = sum(-(-length // block_size) for length in context_lens) + 3
     k_cache = torch.randn(num_blocks * block_size, kv_heads, head_dim)
@@ -49,9 +48,8 @@ def test_in_place_decode_attention_matches_the_gathered_one(heads, kv_heads, hea
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_kernel_refuses_a_context_longer_than_its_block_table():
-    kernels = load_cpu_kernels()
+def test_kernel_refuses_a_context_longer_than_its_block_table(cpu_kernels):
     cache = torch.zeros(32, 1, 16)
     with pytest.raises(RuntimeError, match="context length"):
-        kernels.paged_decode_attention(torch.zeros(1, 1, 16), cache, cache, torch.tensor([[0]]), torch.tensor([17]),
+        cpu_kernels.paged_decode_attention(torch.zeros(1, 1, 16), cache, cache, torch.tensor([[0]]), torch.tensor([17]),
                                        16, 1.0)

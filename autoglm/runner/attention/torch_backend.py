@@ -1,14 +1,15 @@
 """Portable attention in plain PyTorch: runs on the CPU and on any torch device.
 
-On CPUs where the compiled kernels load (``autoglm.kernels.cpu_extension``) and the cache is
-float32, decode attention reads K/V in place from the blocks instead of gathering them.
+On CPUs where the compiled kernels have loaded (``autoglm.kernels.cpu_extension``; looked up on
+every call, so a background build is picked up when it ends) and the cache is float32, decode
+attention reads K/V in place from the blocks instead of gathering them.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from autoglm.kernels.cpu_extension import load_cpu_kernels
+from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.runner.attention.metadata import AttentionMetadata
 
 
@@ -54,7 +55,7 @@ def sequence_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
                      scale: float) -> torch.Tensor:
     """One query per sequence over its whole cached context: ``[B, H, D]`` in and out."""
-    kernels = load_cpu_kernels() if q.device.type == "cpu" and k_cache.dtype == q.dtype == torch.float32 else None
+    kernels = cpu_kernels() if q.device.type == "cpu" and k_cache.dtype == q.dtype == torch.float32 else None
     if kernels is not None:
         return kernels.paged_decode_attention(q, k_cache, v_cache, metadata.decode_block_tables,
                                               metadata.decode_context_lens, metadata.block_size, scale)

@@ -1,0 +1,82 @@
+"""The child process that compiles a kernel library: ``python -m autoglm.kernels.build_worker``.
+
+It builds into a private folder under the build lock, then renames the folder into place, so a
+finished build folder is always complete and a killed build leaves only a partial folder that
+the next builder deletes. It ends itself (and its compilers) once its parent is gone: the
+parent holds the write end of its stdin, which reads end-of-file however the parent ended.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from autoglm.kernels.build_lock import LockTimeout, build_lock
+from autoglm.kernels.kernel_spec import KernelSpec
+from autoglm.kernels.toolchain import put_ninja_on_path
+
+PARTIAL_MARK = ".partial-"  # a folder being built: <build folder name>.partial-<pid>
+
+
+def build(spec: KernelSpec, root: Path, lock_timeout_s: float) -> Path:
+    """The built library of ``spec`` under ``root``: found there, or built now under the lock."""
+    library = spec.library(root)
+    if library.exists():
+        return library
+    with build_lock(spec.lock_path(root), lock_timeout_s):
+        if library.exists():  # the holder we waited for built it
+            return library
+        final = spec.build_dir(root)
+        for leftover in root.glob(f"{final.name}{PARTIAL_MARK}*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # a build killed midway
+        staging = root / f"{final.name}{PARTIAL_MARK}{os.getpid()}"
+        staging.mkdir()
+        _compile(spec, staging)
+        shutil.rmtree(final, ignore_errors=True)  # an incomplete folder left by hand
+        staging.rename(final)
+    return library
+
+
+def _compile(spec: KernelSpec, folder: Path) -> None:
+    from torch.utils.cpp_extension import load
+
+    put_ninja_on_path()
+    load(name=spec.name, sources=list(spec.sources), extra_cflags=list(spec.cflags),
+         extra_ldflags=list(spec.ldflags), build_directory=str(folder))
+
+
+def _end_with_parent() -> None:
+    """Kill this process and its compilers (its process group, if it leads one) at end-of-file on stdin."""
+    def watch() -> None:
+        while os.read(sys.stdin.fileno(), 4096):  # unbuffered: a daemon thread must not hold Python's buffer lock
+            pass
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("spec", help="the KernelSpec as JSON")
+    parser.add_argument("root", type=Path, help="the kernel cache folder")
+    parser.add_argument("--lock-timeout-s", type=float, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)  # the parent relays it
+    _end_with_parent()
+    try:
+        build(KernelSpec.from_json(args.spec), args.root, args.lock_timeout_s)
+    except (LockTimeout, OSError, RuntimeError, ImportError) as error:  # a live holder, no toolchain, a failed build
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

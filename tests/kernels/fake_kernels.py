@@ -1,0 +1,25 @@
+"""A tiny library for testing the build machinery without compiling the real kernels (minutes)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoglm.kernels.kernel_spec import KernelSpec
+
+NAME = "fake_kernels"
+_SOURCE = """
+{include}
+#include <Python.h>
+static PyObject* answer(PyObject*, PyObject*) {{ return PyLong_FromLong({answer}); }}
+static PyMethodDef methods[] = {{{{"answer", answer, METH_NOARGS, "a constant"}}, {{nullptr, nullptr, 0, nullptr}}}};
+static PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", nullptr, -1, methods}};
+PyMODINIT_FUNC PyInit_{name}() {{ return PyModule_Create(&module); }}
+"""
+
+
+def fake_spec(folder: Path, answer: int = 42, slow: bool = False) -> KernelSpec:
+    """A library whose ``answer()`` returns ``answer``; ``slow`` includes torch's headers (seconds to compile)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / "fake.cpp"
+    include = "#include <torch/extension.h>" if slow else ""
+    source.write_text(_SOURCE.format(include=include, answer=answer, name=NAME))
+    return KernelSpec(name=NAME, sources=(str(source),))
