@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -91,8 +91,19 @@ def build_tiny_model(
     return model.to(dtype).eval()
 
 
-def build_tiny_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE with exactly ``vocab_size`` entries (padded with reserved tokens)."""
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def build_tiny_tokenizer(vocab_size: int, *, add_bos_token: bool = False) -> PreTrainedTokenizerFast:
+    """A byte-level BPE with exactly ``vocab_size`` entries (padded with reserved tokens).
+
+    With ``add_bos_token`` it starts every encoded text with BOS, as Llama's tokenizer does, and
+    its chat template writes BOS itself: rendering a chat and then encoding it with special tokens
+    would double the BOS, which is what a server must avoid.
+    """
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -107,13 +118,14 @@ def build_tiny_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
         raise ValueError(f"vocab_size {vocab_size} is too small for the 256 bytes plus 3 special tokens")
     reserved = [f"<|reserved_{i}|>" for i in range(vocab_size - tokenizer.get_vocab_size())]
     tokenizer.add_special_tokens(reserved)
+    if add_bos_token:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A $B", special_tokens=[(BOS_TOKEN, BOS_ID)]
+        )
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, pad_token=PAD_TOKEN, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN
     )
-    wrapped.chat_template = (
-        "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}"
-    )
+    wrapped.chat_template = ("{{ bos_token }}" if add_bos_token else "") + _CHAT_TEMPLATE
     return wrapped
 
 
@@ -124,16 +136,18 @@ def make_tiny_checkpoint(
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
     max_shard_size: str | int | None = None,
+    add_bos_token: bool = False,
     **config_overrides: Any,
 ) -> Path:
     """Save a tiny ``arch`` model and its tokenizer to ``path``; returns the folder.
 
     ``config_overrides`` replace entries of the transformers config (e.g. ``rope_scaling``,
-    ``tie_word_embeddings``); ``max_shard_size`` splits the weights into several files.
+    ``tie_word_embeddings``); ``max_shard_size`` splits the weights into several files;
+    ``add_bos_token`` gives the tokenizer a BOS on every encoded text.
     """
     folder = Path(path)
     model = build_tiny_model(arch, seed=seed, dtype=dtype, **config_overrides)
     shard_arguments = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
     model.save_pretrained(folder, **shard_arguments)
-    build_tiny_tokenizer(model.config.vocab_size).save_pretrained(folder)
+    build_tiny_tokenizer(model.config.vocab_size, add_bos_token=add_bos_token).save_pretrained(folder)
     return folder

@@ -69,7 +69,10 @@ def test_tied_head_shares_the_embedding_and_ignores_a_stored_copy(tmp_path: Path
 
 def test_recomputed_rotary_buffers_are_ignored(llama) -> None:
     model, weights = llama
+    computed = model.model.rotary_emb.inv_freq.clone()
     model.load_weights([*weights, ("model.rotary_emb.inv_freq", torch.zeros(8))])
+    assert computed.count_nonzero() == computed.numel()
+    assert torch.equal(model.model.rotary_emb.inv_freq, computed)
 
 
 def test_wrong_shape_names_tensor_and_both_shapes(llama) -> None:

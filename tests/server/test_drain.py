@@ -1,4 +1,8 @@
-"""``autoglm serve`` as a real process: SIGTERM lets running requests finish, refuses new ones, exits 0."""
+"""``autoglm serve`` as a real process: SIGTERM lets running requests finish, refuses new ones, exits 0.
+
+The server's engine holds the request after its first token until the test opens a gate, so
+the refusal is checked while the request is surely still in flight, however fast the machine.
+"""
 from __future__ import annotations
 
 import json
@@ -11,18 +15,18 @@ import pytest
 
 from tests.server.live_server import free_port, long_completion, wait_for_health
 
-SERVE_COMMAND = [sys.executable, "-m", "autoglm.cli", "serve"]
-# A request this long (the tiny model's whole context) runs for a while after the signal.
-LONG_MAX_TOKENS = 500
+GATED_SERVE_MODULE = "tests.server.gated_serve"
+LONG_MAX_TOKENS = 100
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-def test_sigterm_drains_then_exits_zero(chat_model):
+def test_sigterm_drains_then_exits_zero(chat_model, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [*SERVE_COMMAND, "--model", str(chat_model), "--port", str(port), "--max-context-len", "512",
-               "--kv-cache-memory", "4MiB", "--drain-timeout-s", "30"]
+    gate = tmp_path / "gate"
+    command = [sys.executable, "-m", GATED_SERVE_MODULE, str(gate), "serve", "--model", str(chat_model),
+               "--port", str(port), "--max-context-len", "512", "--kv-cache-memory", "4MiB", "--drain-timeout-s", "30"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_health(url, 200, timeout_s=90)
@@ -33,6 +37,7 @@ def test_sigterm_drains_then_exits_zero(chat_model):
             process.send_signal(signal.SIGTERM)
             wait_for_health(url, 503, timeout_s=5)
             rejected = httpx.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1}, timeout=10)
+            gate.touch()
             events += list(lines)
         assert process.wait(timeout=60) == 0
     finally:
@@ -47,5 +52,6 @@ def test_sigterm_drains_then_exits_zero(chat_model):
     text = "".join(json.loads(p)["choices"][0]["text"] for p in payloads[:-1])
     assert text, "the drained request streamed its text"
     request_lines = [json.loads(line) for line in output.splitlines() if line.startswith('{"request_id"')]
-    assert sorted((line["status"], line["completion_tokens"]) for line in request_lines) == [
-        (200, LONG_MAX_TOKENS), (503, 0)]
+    # Each request is logged as it ends: the refusal came while the streamed request was running.
+    assert [(line["status"], line["completion_tokens"]) for line in request_lines] == [
+        (503, 0), (200, LONG_MAX_TOKENS)]

@@ -16,6 +16,10 @@ pytestmark = pytest.mark.timeout(90)
 NUM_CONCURRENT = 200
 
 
+def is_running_one_request(metrics: dict[str, float]) -> bool:
+    return metrics["autoglm:num_requests_running"] == 1 and metrics["autoglm:kv_cache_usage_perc"] > 0
+
+
 def test_disconnect_mid_stream_frees_the_blocks(server, monkeypatch, caplog):
     slow_down_steps(server, monkeypatch, step_s=0.05)  # the whole request would take 10 s
     generated_before = server.metrics()["autoglm:generation_tokens_total"]
@@ -23,8 +27,8 @@ def test_disconnect_mid_stream_frees_the_blocks(server, monkeypatch, caplog):
         with httpx.stream("POST", server.url + "/v1/completions", json=long_completion(stream=True)) as streamed:
             lines = streamed.iter_lines()
             assert next(lines).startswith("data: ")
-            metrics = server.metrics()
-            assert metrics["autoglm:num_requests_running"] == 1 and metrics["autoglm:kv_cache_usage_perc"] > 0
+            # The engine publishes its gauges just after it hands out a step's outputs.
+            assert wait_until(lambda: is_running_one_request(server.metrics()), timeout_s=3)
         # Leaving the block closed the connection mid-stream.
         assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0, timeout_s=3)
     assert server.metrics()["autoglm:num_requests_running"] == 0
@@ -74,25 +78,32 @@ def test_many_concurrent_streams_all_complete_correctly(server):
     results = asyncio.run(asyncio.wait_for(run_all(), timeout=80))
     for i, (text, finish_reason) in enumerate(results):
         assert (text, finish_reason) == (expected[prompts[i % len(prompts)]], "length")
-    assert server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0
+    assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0, timeout_s=3)
 
 
 def test_metrics_parse_and_move_as_requests_are_served(server):
     before = server.metrics()
     result = server.openai().completions.create(model="tiny-llama", prompt="Hello world", max_tokens=5,
                                                 temperature=0, extra_body={"ignore_eos": True})
+    expected = {
+        "autoglm:request_success_total{finished_reason=length}": 1,
+        "autoglm:prompt_tokens_total": result.usage.prompt_tokens,
+        "autoglm:generation_tokens_total": 5,
+        "autoglm:prefix_cache_queries_total": result.usage.prompt_tokens,
+        "autoglm:time_to_first_token_seconds_count": 1,
+        "autoglm:e2e_request_latency_seconds_count": 1,
+        "autoglm:request_queue_time_seconds_count": 1,
+        "autoglm:inter_token_latency_seconds_count": 4,
+    }
+
+    def moved() -> dict[str, float]:
+        after = server.metrics()
+        return {name: after[name] - before.get(name, 0.0) for name in expected}
+
+    # The engine's counters are published after the step that answered the request.
+    wait_until(lambda: moved() == expected, timeout_s=3)
+    assert moved() == expected
     after = server.metrics()
-
-    def moved(name: str) -> float:
-        return after[name] - before.get(name, 0.0)
-
-    assert moved("autoglm:request_success_total{finished_reason=length}") == 1
-    assert moved("autoglm:prompt_tokens_total") == result.usage.prompt_tokens
-    assert moved("autoglm:generation_tokens_total") == 5
-    assert moved("autoglm:prefix_cache_queries_total") == result.usage.prompt_tokens
-    for histogram in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds"):
-        assert moved(f"autoglm:{histogram}_count") == 1
-    assert moved("autoglm:inter_token_latency_seconds_count") == 4
     assert after["autoglm:num_requests_running"] == after["autoglm:num_requests_waiting"] == 0
 
 
