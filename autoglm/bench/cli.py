@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.workloads import WORKLOADS
@@ -168,7 +169,8 @@ def _add_latency(subparsers) -> None:
     parser.set_defaults(handler=_latency, dtype="bfloat16")
 
 
-BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command]
+BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
+                                  add_ab_command]
 
 
 def add_bench_commands(subparsers) -> None:

@@ -36,6 +36,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "throughput": tables.throughput,
     "step-profile": tables.step_profile,
     "serving": tables.serving,
+    "ab": tables.ab,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {

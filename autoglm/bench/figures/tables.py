@@ -4,6 +4,8 @@ Each table opens with the machine it was measured on and the files it was comput
 """
 from __future__ import annotations
 
+from autoglm.bench.ab.metrics import compare
+from autoglm.bench.ab.summary import revisions_line, summary_header, summary_rows
 from autoglm.bench.figures import quantities as q
 from autoglm.bench.figures.formats import (bold, duration, markdown_table, milliseconds, percent, rate,
                                            ratio)
@@ -135,3 +137,10 @@ def serving(title: str, *labelled_files: tuple[str, ResultsFile]) -> str:
                      duration(metrics["ttft"]["median_ms"] / 1e3), milliseconds(metrics["itl"]["median_ms"]),
                      milliseconds(metrics["itl"]["p99_ms"]), ratio(q.itl_tail_ratio(file))])
     return caption(*(file for _, file in labelled_files)) + markdown_table(header, rows)
+
+
+def ab(comparison: ResultsFile) -> str:
+    """An ``autoglm bench ab`` file: which revisions, then each headline metric's medians and verdict."""
+    document = comparison.data
+    rows = summary_rows(compare(document), document["min_ratio"])
+    return caption(comparison) + revisions_line(document) + ":\n\n" + markdown_table(summary_header(document), rows)

@@ -1,0 +1,92 @@
+"""``autoglm bench ab``: its options, and a comparison from revisions to table, JSON and exit status.
+
+The exit status gates a change: 0 when every headline metric holds, 1 when one misses the
+threshold, 2 when the comparison could not be made.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import autoglm
+
+MISSED, FAILED = 1, 2
+SEPARATOR = "--"
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+class _BenchmarkCommand(argparse.Action):
+    """The words after ``--``, checked: a benchmark ab can compare, without --output-json."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from autoglm.bench.ab.metrics import HEADLINES
+
+        words = values[1:] if values[:1] == [SEPARATOR] else values
+        if not words or words[0] not in HEADLINES:
+            parser.error(f"after {SEPARATOR}, name the benchmark to compare, {' or '.join(HEADLINES)}, "
+                         f"and its flags (got {' '.join(words) or 'nothing'})")
+        if any(word == "--output-json" or word.startswith("--output-json=") for word in words):
+            parser.error("leave --output-json out of the benchmark's flags: ab gives each run its own; "
+                         "give it before -- for the comparison's file")
+        setattr(namespace, self.dest, words)
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from autoglm.bench.ab.checkouts import repository_root
+    from autoglm.bench.ab.errors import ABError
+    from autoglm.bench.ab.measure import ABSettings, measure_ab
+    from autoglm.bench.ab.metrics import compare
+    from autoglm.bench.ab.summary import revisions_line, summary_header, summary_rows
+    from autoglm.bench.report import format_table, write_json
+
+    try:
+        settings = ABSettings(repository=repository_root(args.repo), before=args.before, after=args.after,
+                              rounds=args.rounds, benchmark=args.benchmark, min_ratio=args.min_ratio)
+        document = measure_ab(settings)
+    except ABError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return FAILED
+    if args.output_json is not None:
+        write_json(args.output_json, document)
+    comparisons = compare(document)
+    print(revisions_line(document))
+    print(format_table(summary_header(document), summary_rows(comparisons, args.min_ratio)))
+    missed = [comparison.metric.name for comparison in comparisons if not comparison.passes(args.min_ratio)]
+    if missed:
+        print(f"after is less than {args.min_ratio:.2f}x as good as before on: {', '.join(missed)}")
+        return MISSED
+    return 0
+
+
+def add_ab_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ab", help="one benchmark on two revisions in turn (A, B, A, B); exit 1 if after is worse than before",
+        usage="autoglm bench ab --before REV [--after REV] [options] -- throughput|latency [its flags]")
+    parser.add_argument("--before", required=True, metavar="REV", help="git revision A, e.g. main or HEAD~1")
+    parser.add_argument("--after", metavar="REV",
+                        help="git revision B (default: the working tree, uncommitted changes included)")
+    parser.add_argument("--repo", type=Path, metavar="DIR", default=Path(autoglm.__file__).resolve().parent,
+                        help="the git checkout to take revisions from (default: the one this package runs from)")
+    parser.add_argument("--rounds", type=_positive_int, default=2, metavar="N",
+                        help="runs of each revision, alternating")
+    parser.add_argument("--min-ratio", type=_positive_float, default=0.95, metavar="RATIO",
+                        help="after must be at least this much as good as before on every headline metric")
+    parser.add_argument("--output-json", type=Path, metavar="FILE",
+                        help="write both revisions, every round's results and the machine to this file")
+    parser.add_argument("benchmark", nargs=argparse.REMAINDER, action=_BenchmarkCommand,
+                        help="-- then throughput or latency and its flags, e.g. -- throughput --model DIR")
+    parser.set_defaults(handler=_ab)
