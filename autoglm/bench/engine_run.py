@@ -8,6 +8,7 @@ from autoglm.bench.report import dtype_name
 from autoglm.bench.results import EngineThroughputResult
 from autoglm.bench.workloads import Workload
 from autoglm.llm import LLM
+from autoglm.progress import show_progress
 from autoglm.sampling_params import SamplingParams
 
 
@@ -26,7 +27,7 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     ]
     before = llm.engine.get_stats()
     start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = llm.generate(prompts, params, use_tqdm=show_progress())
     elapsed_s = time.perf_counter() - start
     after = llm.engine.get_stats()
     workload.check_output_lengths([len(output.outputs[0].token_ids) for output in outputs], "the engine")
