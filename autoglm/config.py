@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import Enum
 from pathlib import Path
 from types import NoneType
 from typing import Any, Literal, get_args, get_origin
@@ -38,6 +39,7 @@ NON_SETTING_ENV_VARS = frozenset(
 # Other engines' names for our settings, accepted so their config files carry over.
 SETTING_ALIASES = {"max_model_len": "max_context_len"}
 ARGUMENT_SOURCE = "arguments"
+DEFAULTS_SOURCE = "the command's defaults"
 
 _DTYPE_ALIASES = {
     "fp32": "float32",
@@ -74,6 +76,24 @@ class ConfigError(ValueError):
     """A setting is unknown or has a value the engine cannot use."""
 
 
+class SettingGroup(str, Enum):
+    """What a setting affects; the command line lists its flags under these headings, in this order."""
+
+    MODEL = "model"
+    DEVICE = "device"
+    CACHE = "KV cache"
+    SCHEDULING = "scheduling"
+    SERVER = "server"
+
+
+# Each field's metadata names its group: Field(..., json_schema_extra=_CACHE).
+_MODEL = {"group": SettingGroup.MODEL.value}
+_DEVICE = {"group": SettingGroup.DEVICE.value}
+_CACHE = {"group": SettingGroup.CACHE.value}
+_SCHEDULING = {"group": SettingGroup.SCHEDULING.value}
+_SERVER = {"group": SettingGroup.SERVER.value}
+
+
 def parse_byte_size(text: str) -> int:
     """Turn a size like '2GiB', '1.5 GB' or '4096' into bytes (KiB = 1024 B, KB = 1000 B)."""
     match = _BYTE_SIZE_PATTERN.fullmatch(text.strip())
@@ -95,15 +115,22 @@ class AutoGLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str | None = Field(
-        None, description="Checkpoint folder in Hugging Face format; None means the embedded default model."
+        None, description="Checkpoint folder in Hugging Face format; None means the embedded default model.",
+        json_schema_extra=_MODEL,
     )
-    tokenizer: str | None = Field(None, description="Tokenizer folder; None means the model folder.")
-    served_model_name: str | None = Field(None, description="Model name the API reports; None means the model's.")
+    tokenizer: str | None = Field(
+        None, description="Tokenizer folder; None means the model folder.", json_schema_extra=_MODEL
+    )
+    served_model_name: str | None = Field(
+        None, description="Model name the API reports; None means the model's.", json_schema_extra=_SERVER
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weight and activation dtype; also accepts fp32, float, bf16, fp16 and half."
+        "auto", description="Weight and activation dtype; also accepts fp32, float, bf16, fp16 and half.",
+        json_schema_extra=_MODEL,
     )
     device: str = Field(
-        "auto", description="'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is checked later."
+        "auto", description="'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is checked later.",
+        json_schema_extra=_DEVICE,
     )
     cpu_upcast_half: bool = Field(
         True,
@@ -111,6 +138,7 @@ class AutoGLMConfig(BaseModel):
             "On a CPU without bfloat16/float16 matrix instructions, run a bfloat16/float16 model in float32 "
             "(2-4x faster there, twice the weight and KV memory); false keeps half precision."
         ),
+        json_schema_extra=_DEVICE,
     )
     cpu_bf16_decode_weights: bool = Field(
         True,
@@ -119,10 +147,12 @@ class AutoGLMConfig(BaseModel):
             "steps of at most 8 rows (decoding at low load): half the bytes per token, the same float32 math, "
             "half again the weight memory. Needs an AVX-512 CPU and a C++ compiler (a one-time build)."
         ),
+        json_schema_extra=_DEVICE,
     )
-    block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.")
+    block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.", json_schema_extra=_CACHE)
     max_context_len: int = Field(
-        8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len."
+        8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len.",
+        json_schema_extra=_MODEL,
     )
     kv_cache_memory: str | int | float = Field(
         "auto",
@@ -130,27 +160,46 @@ class AutoGLMConfig(BaseModel):
             "KV cache budget: 'auto' lets the engine choose; a byte count or size such as '2GiB' is stored "
             "as bytes; a float in (0, 1] is a fraction of accelerator memory."
         ),
+        json_schema_extra=_CACHE,
     )
     use_paged_attention: bool = Field(
-        True, description="False reserves each sequence's whole context up front, for comparison."
+        True, description="False reserves each sequence's whole context up front, for comparison.",
+        json_schema_extra=_CACHE,
     )
-    max_num_seqs: int = Field(64, ge=1, description="Most sequences running in one step.")
-    max_num_batched_tokens: int = Field(2048, ge=1, description="Most tokens in one forward pass.")
+    max_num_seqs: int = Field(
+        64, ge=1, description="Most sequences running in one step.", json_schema_extra=_SCHEDULING
+    )
+    max_num_batched_tokens: int = Field(
+        2048, ge=1, description="Most tokens in one forward pass.", json_schema_extra=_SCHEDULING
+    )
     # Declared after use_paged_attention: its validator reads that already-validated value.
     enable_prefix_caching: bool = Field(
         True,
         validate_default=True,
         description="Reuse cached KV blocks of shared prompt prefixes; always off without paged attention.",
+        json_schema_extra=_CACHE,
     )
-    enable_chunked_prefill: bool = Field(True, description="Split long prompts across steps.")
-    num_threads: int | None = Field(None, ge=1, description="CPU threads for torch; None keeps torch's choice.")
-    seed: int = Field(0, description="Seed for requests that do not give their own.")
-    host: str = Field("127.0.0.1", description="Address the server listens on.")
-    port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.")
-    max_waiting_requests: int = Field(256, ge=1, description="Queued requests beyond which the server answers 429.")
-    request_timeout_s: float = Field(600.0, gt=0, description="Seconds before an unfinished request is aborted.")
-    drain_timeout_s: float = Field(30.0, ge=0, description="Seconds a stopping server lets running requests finish.")
-    log_stats_interval_s: float = Field(10.0, gt=0, description="Seconds between engine statistics log lines.")
+    enable_chunked_prefill: bool = Field(
+        True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
+    )
+    num_threads: int | None = Field(
+        None, ge=1, description="CPU threads for torch; None keeps torch's choice.", json_schema_extra=_DEVICE
+    )
+    seed: int = Field(0, description="Seed for requests that do not give their own.", json_schema_extra=_MODEL)
+    host: str = Field("127.0.0.1", description="Address the server listens on.", json_schema_extra=_SERVER)
+    port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.", json_schema_extra=_SERVER)
+    max_waiting_requests: int = Field(
+        256, ge=1, description="Queued requests beyond which the server answers 429.", json_schema_extra=_SERVER
+    )
+    request_timeout_s: float = Field(
+        600.0, gt=0, description="Seconds before an unfinished request is aborted.", json_schema_extra=_SERVER
+    )
+    drain_timeout_s: float = Field(
+        30.0, ge=0, description="Seconds a stopping server lets running requests finish.", json_schema_extra=_SERVER
+    )
+    log_stats_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between engine statistics log lines.", json_schema_extra=_SERVER
+    )
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
@@ -171,6 +220,11 @@ class AutoGLMConfig(BaseModel):
         return tuple(cls.model_fields)
 
     @classmethod
+    def group_of(cls, name: str) -> SettingGroup:
+        """The group a setting belongs to, from its field metadata."""
+        return SettingGroup(cls.model_fields[name].json_schema_extra["group"])
+
+    @classmethod
     def from_file(
         cls,
         path: str | os.PathLike[str],
@@ -186,12 +240,15 @@ class AutoGLMConfig(BaseModel):
         path: str | os.PathLike[str] | None = None,
         overrides: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> AutoGLMConfig:
-        """Merge an optional file, AUTOGLM_* variables of `env` (default os.environ) and overrides.
+        """Merge `defaults`, an optional file, AUTOGLM_* variables of `env` (default os.environ) and overrides.
 
         Later layers win; None values in `overrides` mean "not given" (an unset CLI flag).
+        `defaults` replace the built-in defaults for one command, such as a benchmark's dtype.
         """
         settings = _SourcedSettings()
+        settings.add_layer((key, value, DEFAULTS_SOURCE) for key, value in (defaults or {}).items())
         if path is not None:
             source = str(path)
             settings.add_layer((key, value, source) for key, value in _read_settings_file(Path(path)).items())

@@ -37,16 +37,20 @@ def score_windows(token_ids: list[int], window: int) -> list[tuple[int, int]]:
     return windows
 
 
-def evaluate_perplexity(llm: LLM, text: str, window: int | None = None) -> PerplexityResult:
-    """Negative log-likelihood of ``text`` under the model, scored in context windows."""
-    token_ids = llm.get_tokenizer().encode(text)
+def evaluate_perplexity(llm: LLM, text: str, window: int | None = None, use_tqdm: bool = False) -> PerplexityResult:
+    """Negative log-likelihood of ``text`` under the model, scored in context windows.
+
+    `use_tqdm` shows a bar of windows scored: a long text takes minutes.
+    """
+    # verbose=False: the text is longer than the context on purpose; it is scored in windows.
+    token_ids = llm.get_tokenizer().encode(text, verbose=False)
     if len(token_ids) < 2:
         raise ValueError("the text must hold at least two tokens to be scored")
     window = min(window or llm.engine.max_context_len - 1, llm.engine.max_context_len - 1)
     spans = score_windows(token_ids, window)
     prompts = [token_ids[start : start + window] for start, _ in spans]
     params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = llm.generate(prompts, params, use_tqdm=use_tqdm)
     total, scored = 0.0, 0
     for (start, scored_from), output in zip(spans, outputs):
         for offset, position in enumerate(output.prompt_logprobs):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from autoglm.config import AutoGLMConfig, ConfigError, parse_byte_size
+from autoglm.config import AutoGLMConfig, ConfigError, SettingGroup, parse_byte_size
 
 NO_ENV: dict[str, str] = {}
 
@@ -294,3 +294,17 @@ def test_unknown_suffix_lists_the_allowed_ones(tmp_path: Path) -> None:
     path.write_text("block_size = 16\n")
     with pytest.raises(ConfigError, match=r"unknown file type '\.ini'; allowed: \.yaml, \.yml, \.json, \.toml"):
         AutoGLMConfig.from_file(path, env=NO_ENV)
+
+
+def test_every_setting_belongs_to_a_group() -> None:
+    groups = {name: AutoGLMConfig.group_of(name) for name in AutoGLMConfig.field_names()}
+    assert set(groups.values()) == set(SettingGroup)
+    assert groups["block_size"] is SettingGroup.CACHE and groups["port"] is SettingGroup.SERVER
+
+
+def test_defaults_sit_below_every_other_layer(tmp_path: Path) -> None:
+    defaults = {"dtype": "bfloat16", "seed": 5}
+    assert AutoGLMConfig.from_sources(env=NO_ENV, defaults=defaults).seed == 5
+    path = write_settings(tmp_path / "c.yaml", {"dtype": "float32"})
+    config = AutoGLMConfig.from_sources(path, env={"AUTOGLM_SEED": "6"}, defaults=defaults)
+    assert (config.dtype, config.seed) == ("float32", 6)

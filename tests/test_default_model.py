@@ -75,7 +75,6 @@ def test_chat_template_is_a_play(llm):
     assert "Where is my lord?" in prompt and prompt.rstrip().endswith(":")
 
 
-def test_generate_command_announces_the_default_model(capsys):
+def test_generate_command_announces_the_default_model(caplog):
     assert main(["generate", "ROMEO:", "--max-tokens", "8"]) == 0
-    first_line = capsys.readouterr().out.splitlines()[0]
-    assert first_line.startswith("Using the embedded default model glm4-tiny-shakespeare")
+    assert caplog.messages[0].startswith("model: the embedded default glm4-tiny-shakespeare")

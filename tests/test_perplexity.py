@@ -37,11 +37,13 @@ def test_engine_perplexity_matches_transformers(tmp_path):
     assert windowed.loss_per_character > 0
 
 
-def test_eval_ppl_command(tmp_path, capsys):
+def test_eval_ppl_command(tmp_path, capsys, caplog):
     model_dir = make_tiny_checkpoint("llama", tmp_path / "llama")
     text_file = tmp_path / "text.txt"
     text_file.write_text(TEXT)
     assert main(["eval-ppl", "--model", str(model_dir), "--text", str(text_file), "--dtype", "float32"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"Using model {model_dir}")
-    assert "loss per character" in out
+    captured = capsys.readouterr()
+    assert captured.out.startswith("characters: ")
+    assert "loss per character" in captured.out
+    assert f"model: {model_dir}" in caplog.messages
+    assert "generate: 100%" in captured.err  # the progress bar of scored windows

@@ -2,7 +2,9 @@
 
 No machine of this project can download a model, so `autoglm generate` and `autoglm serve`
 need one that is built here, from a public-domain corpus, in well under an hour on two CPU
-cores. Everything is seeded, so the same command gives the same weights.
+cores. Everything is seeded, so the same command gives the same weights. The corpus ships in
+the package (autoglm/assets/corpus), split by `autoglm.corpus` exactly as `autoglm eval-ppl
+--held-out` splits it; run from the virtualenv that `make install` sets up:
 
     .venv/bin/python tools/train_default_model.py
 """
@@ -26,13 +28,11 @@ from safetensors import safe_open  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import GenerationConfig, Glm4Config, Glm4ForCausalLM, PreTrainedTokenizerFast  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "tinyshakespeare.txt"
-DEFAULT_OUT = REPO_ROOT / "autoglm" / "assets" / "glm4-tiny-shakespeare"
+from autoglm.corpus import CORPUS_PATH, TRAIN_FRACTION, read_corpus  # noqa: E402
+from autoglm.model_paths import DEFAULT_MODEL_DIR  # noqa: E402
 
 END_OF_TEXT = "<|endoftext|>"
 ROLE_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>"]
-TRAIN_FRACTION = 0.9
 
 # A chat reads as a scene of the play, the form the model learned: "NAME:\nline\n\n".
 # The user asks as Romeo, the model answers as Friar Laurence, his counsellor; a `name`
@@ -53,10 +53,12 @@ CHAT_TEMPLATE = (
 )
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--corpus", type=Path, default=CORPUS_PATH,
+                        help="UTF-8 text; its last tenth is held out (default: the corpus shipped in the package)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_DIR,
+                        help="checkpoint folder to write (default: the package's default model)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--hidden-size", type=int, default=256)
@@ -76,7 +78,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=200)
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 @dataclass
@@ -254,9 +256,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    text = args.corpus.read_text(encoding="utf-8")
-    split_at = int(len(text) * TRAIN_FRACTION)
-    train_text, val_text = text[:split_at], text[split_at:]
+    corpus = read_corpus(args.corpus)
+    train_text, val_text = corpus.train, corpus.held_out
     tokenizer = train_tokenizer(train_text, args.vocab_size, args.context)
     train_split, val_split = tokenize(tokenizer, train_text), tokenize(tokenizer, val_text)
     print(

@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from autoglm.bench.results import ThroughputResult
 from autoglm.bench.workloads import BenchRequest, Workload
 from autoglm.platforms import synchronize
+from autoglm.progress import show_progress
 
 BATCH_SIZE = 16
 PAD_TOKEN_ID = 0  # padded positions are masked out, so which id fills them does not matter
@@ -64,7 +66,7 @@ def run_transformers_workload(
 ) -> ThroughputResult:
     batches = [workload.requests[i:i + batch_size] for i in range(0, len(workload.requests), batch_size)]
     start = time.perf_counter()
-    for batch in batches:
+    for batch in tqdm(batches, desc=f"{workload.name} / transformers", unit="batch", disable=not show_progress()):
         generate_batch(model, batch)
     synchronize(model.device)
     elapsed_s = time.perf_counter() - start

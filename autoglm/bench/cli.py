@@ -14,11 +14,15 @@ from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.workloads import WORKLOADS
+from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
 
 ALL_WORKLOADS = "all"
 CHECKPOINT_DTYPES = ("bfloat16", "float16", "float32")
 NO_BASELINE = "none"
 BASELINES = ("transformers", NO_BASELINE)
+BASELINE_HELP = "what the engine is compared with on the same requests; none runs it alone (default: %(default)s)"
+# Benchmarks measure the dtype real deployments serve in; a file, variable or flag may still choose another.
+BENCH_SETTING_DEFAULTS = {"dtype": "bfloat16"}
 
 
 def _config_override(text: str) -> tuple[str, Any]:
@@ -56,8 +60,10 @@ def _add_make_model(subparsers) -> None:
     parser.add_argument("--shape", required=True, choices=list(MODEL_SHAPES))
     parser.add_argument("--out", required=True, help="folder to write the checkpoint into")
     parser.add_argument("--layers", type=int, help="number of decoder layers instead of the real model's")
-    parser.add_argument("--dtype", default="bfloat16", choices=CHECKPOINT_DTYPES)
-    parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same weights")
+    parser.add_argument("--dtype", default="bfloat16", choices=CHECKPOINT_DTYPES,
+                        help="dtype the weights are stored in (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the same seed writes the same weights (default: %(default)s)")
     parser.add_argument("--override", type=_config_override, action="append", default=[], metavar="KEY=VALUE",
                         help="replace one config.json value (JSON), e.g. hidden_size=64; repeatable")
     parser.set_defaults(handler=_make_model)
@@ -65,7 +71,6 @@ def _add_make_model(subparsers) -> None:
 
 def _throughput(args: argparse.Namespace) -> int:
     from autoglm.bench.throughput import ThroughputSettings, report_throughput, run_throughput
-    from autoglm.cli import announce_model, config_from_args
 
     config = config_from_args(args)
     announce_model(config)
@@ -82,20 +87,18 @@ def _throughput(args: argparse.Namespace) -> int:
 
 
 def _add_throughput(subparsers) -> None:
-    # autoglm.cli imports this module to register `bench`, so its helpers are imported when used.
-    from autoglm.cli import add_config_arguments
-
     parser = subparsers.add_parser("throughput", help="tokens per second of the engine against transformers")
-    parser.add_argument("--workload", default=ALL_WORKLOADS, choices=[*WORKLOADS, ALL_WORKLOADS])
+    parser.add_argument("--workload", default=ALL_WORKLOADS, choices=[*WORKLOADS, ALL_WORKLOADS],
+                        help="which request mix to run (default: %(default)s)")
     parser.add_argument("--num-prompts", type=int,
                         help="requests per workload (default: 64 each, 32 for shared-prefix)")
-    parser.add_argument("--baseline", default="transformers", choices=BASELINES)
+    parser.add_argument("--baseline", default="transformers", choices=BASELINES, help=BASELINE_HELP)
     parser.add_argument("--length-scale", type=float, default=1.0,
-                        help="multiply every prompt and output length, e.g. 0.1 for a quick check")
+                        help="multiply every prompt and output length, 0.1 for a quick check (default: %(default)s)")
     _add_profile_flag(parser)
     parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
-    add_config_arguments(parser)
-    parser.set_defaults(handler=_throughput, dtype="bfloat16")
+    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    parser.set_defaults(handler=_throughput)
 
 
 def _roofline(args: argparse.Namespace) -> int:
@@ -114,9 +117,11 @@ def _roofline(args: argparse.Namespace) -> int:
 def _add_roofline(subparsers) -> None:
     parser = subparsers.add_parser("roofline", help="memory bandwidth and matmul speed, and a model's speed bounds")
     parser.add_argument("--model", help="checkpoint folder to bound: batch-1 decode and batched tokens per second")
-    parser.add_argument("--device", default="cpu", help="'cpu', 'cuda', 'cuda:N', 'xpu', 'mps' or 'auto'")
+    parser.add_argument("--device", default="cpu",
+                        help="'cpu', 'cuda', 'cuda:N', 'xpu', 'mps' or 'auto' (default: %(default)s)")
     parser.add_argument("--dtype", default="bfloat16", choices=CHECKPOINT_DTYPES,
-                        help="the dtype asked of the engine; bounds are given for the one it computes in, and more")
+                        help="the dtype asked of the engine; bounds are given for the one it computes in, and more "
+                             "(default: %(default)s)")
     parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes that check the command, not the machine")
     parser.add_argument("--output-json", type=Path, help="also write the results, for `bench latency --roofline`")
@@ -136,7 +141,6 @@ def _lengths(text: str) -> list[int]:
 
 def _latency(args: argparse.Namespace) -> int:
     from autoglm.bench.latency import LatencySettings, decode_bounds, report_latency, run_latency
-    from autoglm.cli import announce_model, config_from_args
 
     config = config_from_args(args)
     announce_model(config)
@@ -155,18 +159,19 @@ def _latency(args: argparse.Namespace) -> int:
 
 
 def _add_latency(subparsers) -> None:
-    from autoglm.cli import add_config_arguments
-
     parser = subparsers.add_parser("latency", help="batch-1 time to first token and decode speed against transformers")
-    parser.add_argument("--input-lens", type=_lengths, default=[128, 512, 2048], help="prompt lengths, e.g. 128,512")
-    parser.add_argument("--output-len", type=int, default=128, help="tokens generated per request")
-    parser.add_argument("--num-iters", type=int, default=3, help="timed requests per prompt length, after a warm-up")
-    parser.add_argument("--baseline", default="transformers", choices=BASELINES)
+    parser.add_argument("--input-lens", type=_lengths, default=[128, 512, 2048],
+                        help="prompt lengths (default: 128,512,2048)")
+    parser.add_argument("--output-len", type=int, default=128,
+                        help="tokens generated per request (default: %(default)s)")
+    parser.add_argument("--num-iters", type=int, default=3,
+                        help="timed requests per prompt length, after a warm-up (default: %(default)s)")
+    parser.add_argument("--baseline", default="transformers", choices=BASELINES, help=BASELINE_HELP)
     parser.add_argument("--roofline", type=Path, help="a `bench roofline --output-json` file: adds fraction of bound")
     _add_profile_flag(parser)
     parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
-    add_config_arguments(parser)
-    parser.set_defaults(handler=_latency, dtype="bfloat16")
+    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    parser.set_defaults(handler=_latency)
 
 
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,

@@ -10,6 +10,7 @@ from autoglm.bench.workloads import Workload
 from autoglm.config import AutoGLMConfig
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
+from autoglm.progress import show_progress
 from autoglm.sampling_params import SamplingParams
 
 KERNEL_BUILD_WAIT_S = 900  # a first start on a machine builds the CPU kernels, in 1-3 minutes
@@ -39,7 +40,7 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     ]
     before = llm.engine.get_stats()
     start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = llm.generate(prompts, params, use_tqdm=show_progress())
     elapsed_s = time.perf_counter() - start
     after = llm.engine.get_stats()
     workload.check_output_lengths([len(output.outputs[0].token_ids) for output in outputs], "the engine")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,8 @@ def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.
 
 
 def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
+    """Each stage logs at INFO, so a command line shows what a slow start is doing."""
+    started = time.perf_counter()
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     if not config.enable_chunked_prefill and config.max_num_batched_tokens < config.max_context_len:
@@ -79,12 +82,17 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     torch.manual_seed(config.seed)
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
+    logger.info("loading %s weights from %s as %s on %s", model_config.architecture, model_path,
+                str(dtype).removeprefix("torch."), device)
     model, model_config = load_model(model_path, dtype, device, model_config)
+    logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
     if (requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights
             and kernels_coming):
         count = keep_bf16_weight_copies(model.projections())
         logger.info("%d projections also read bfloat16 weights in steps of few rows", count)
-    tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or model_path))
+    tokenizer_path = str(config.tokenizer or model_path)
+    logger.info("loading the tokenizer from %s", tokenizer_path)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     max_context_len = config.max_context_len
     if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:
         max_context_len = model_config.max_position_embeddings
@@ -92,5 +100,7 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     eos_token_ids = collect_eos_token_ids(model_path, model_config, tokenizer)
     num_blocks = _num_blocks(config, model, dtype, device, max_context_len)
     runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size, eos_token_ids)
+    logger.info("KV cache holds %d tokens; engine ready in %.1f s", num_blocks * config.block_size,
+                time.perf_counter() - started)
     return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,
                        num_blocks, runner)

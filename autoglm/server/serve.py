@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+
 # Status when the model fails to load.
 EXIT_LOAD_FAILED = 1
 # Seconds uvicorn waits for connections after the drain; the engine has stopped by then.
@@ -15,21 +17,17 @@ CONNECTION_CLOSE_TIMEOUT_S = 5
 
 def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
     """Register ``serve`` with the ``autoglm`` command line."""
-    # Imported here because the command line module imports this one to build its parser.
-    from autoglm.cli import add_config_arguments
-
     parser = subparsers.add_parser(
         "serve", help="serve the OpenAI-compatible HTTP API",
         description="Serve /v1/completions, /v1/chat/completions, /health, /metrics and more over HTTP.",
     )
-    add_config_arguments(parser)
+    add_config_arguments(parser, with_server_settings=True)
     parser.set_defaults(handler=run_server)
 
 
 def run_server(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from autoglm.cli import announce_model, config_from_args
     from autoglm.model_paths import resolve_model_path
     from autoglm.server.app import build_app
     from autoglm.server.draining_server import DrainingServer
@@ -53,11 +51,10 @@ def run_server(args: argparse.Namespace) -> int:
 
 
 def _configure_logging() -> None:
-    """Server logs at INFO; request lines are bare JSON, one per line, for log shippers."""
+    """uvicorn logs at the command line's level; request lines are bare JSON, one per line, for log shippers."""
     from autoglm.server.tracking import request_logger
 
-    logging.getLogger("autoglm").setLevel(logging.INFO)
-    logging.getLogger("uvicorn").setLevel(logging.INFO)
+    logging.getLogger("uvicorn").setLevel(logging.getLogger("autoglm").getEffectiveLevel())
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     request_logger.addHandler(handler)

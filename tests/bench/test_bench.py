@@ -11,6 +11,7 @@ from autoglm.bench.baseline import PAD_TOKEN_ID, left_padded_batch
 from autoglm.bench.cli import main
 from autoglm.bench.make_model import shape_config
 from autoglm.bench.workloads import BenchRequest, build_workload, usable_token_ids
+from autoglm.cli import main as autoglm_main
 from autoglm.models import ModelConfig
 
 # A narrow qwen2.5-0.5b that keeps the real vocabulary: big enough to be honest, small enough to be quick.
@@ -174,3 +175,10 @@ def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_pat
     sides = json.loads(report_file.read_text())["workloads"]["fixed"]
     assert set(sides) == {"autoglm"}
     assert sides["autoglm"]["output_tokens"] == 2 * 4
+
+
+def test_throughput_from_the_command_line_shows_each_sides_progress(narrow_model, capsys):
+    assert autoglm_main(["bench", "throughput", "--model", str(narrow_model), "--workload", "fixed",
+                         "--num-prompts", "2", "--length-scale", QUICK_LENGTH_SCALE]) == 0
+    progress = capsys.readouterr().err
+    assert "generate: 100%" in progress and "fixed / transformers: 100%" in progress

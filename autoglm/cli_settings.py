@@ -1,0 +1,90 @@
+"""One command-line flag per engine setting, grouped by what it affects, and the settings they make.
+
+A flag that is not given stays None, so it never overrides the settings file or the AUTOGLM_*
+environment; its help shows the setting's default instead.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Mapping
+from types import NoneType
+from typing import Any, get_args
+
+from autoglm.cli_logging import add_logging_arguments
+from autoglm.config import SETTING_ALIASES, AutoGLMConfig, SettingGroup
+from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
+
+logger = logging.getLogger("autoglm.cli")
+# Placeholders in the help for settings of one plain type; others show the setting's name.
+_METAVARS = {int: "N", float: "SECONDS"}
+
+
+def add_config_arguments(
+    parser: argparse.ArgumentParser,
+    with_server_settings: bool = False,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """``--config FILE``, the logging flags and one ``--kebab-case`` flag per setting, under a heading per group.
+
+    Server settings only matter to ``serve``; `defaults` replace built-in defaults for this command
+    (below the file and the environment) and show in the help.
+    """
+    parser.add_argument(
+        "--config", metavar="FILE",
+        help="settings file (YAML, JSON or TOML); AUTOGLM_<SETTING> variables override it, flags override both",
+    )
+    add_logging_arguments(parser)
+    defaults = dict(defaults or {})
+    headings = {
+        group: parser.add_argument_group(f"{group.value} settings")
+        for group in SettingGroup
+        if with_server_settings or group is not SettingGroup.SERVER
+    }
+    for name in AutoGLMConfig.field_names():
+        heading = headings.get(AutoGLMConfig.group_of(name))
+        if heading is not None:
+            _add_setting_flag(heading, name, defaults.get(name, AutoGLMConfig.model_fields[name].default))
+    parser.set_defaults(setting_defaults=defaults)
+
+
+def _add_setting_flag(heading: argparse._ArgumentGroup, name: str, default: Any) -> None:
+    field = AutoGLMConfig.model_fields[name]
+    # argparse %-formats help strings.
+    help_text = f"{field.description} (default: {_shown(default)})".replace("%", "%%")
+    flags = [_flag(name)] + [_flag(alias) for alias, target in SETTING_ALIASES.items() if target == name]
+    if field.annotation is bool:
+        heading.add_argument(*flags, dest=name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
+    else:
+        heading.add_argument(*flags, dest=name, default=None, metavar=_metavar(name), help=help_text)
+
+
+def _metavar(name: str) -> str:
+    annotation = AutoGLMConfig.model_fields[name].annotation
+    kinds = [kind for kind in get_args(annotation) or (annotation,) if kind is not NoneType]
+    return _METAVARS.get(kinds[0], name.upper()) if len(kinds) == 1 else name.upper()
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _shown(value: Any) -> str:
+    """A default as a user would write it in a settings file."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "unset" if value is None else str(value)
+
+
+def config_from_args(args: argparse.Namespace) -> AutoGLMConfig:
+    """The command's defaults, then ``--config``, then AUTOGLM_* variables, then the flags given."""
+    overrides = {name: getattr(args, name) for name in AutoGLMConfig.field_names() if hasattr(args, name)}
+    return AutoGLMConfig.from_sources(args.config, overrides=overrides, defaults=args.setting_defaults)
+
+
+def announce_model(config: AutoGLMConfig) -> None:
+    """Say which model runs, the embedded default included, before anything slow starts."""
+    if config.model is None:
+        logger.info("model: the embedded default %s (%s)", DEFAULT_MODEL_NAME, DEFAULT_MODEL_DIR)
+    else:
+        logger.info("model: %s", config.model)

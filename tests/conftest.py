@@ -1,0 +1,28 @@
+"""Every test runs with no AUTOGLM_* variables and leaves the autoglm loggers' level as it found it.
+
+Settings are read from the environment, so a variable set on the machine running the tests
+would otherwise change what they see; the command line sets the loggers' level.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from autoglm.config import ENV_PREFIX
+
+
+@pytest.fixture(autouse=True)
+def no_autoglm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in os.environ:
+        if variable.startswith(ENV_PREFIX):
+            monkeypatch.delenv(variable)
+
+
+@pytest.fixture(autouse=True)
+def autoglm_log_level_restored():
+    logger = logging.getLogger("autoglm")
+    level = logger.level
+    yield
+    logger.setLevel(level)
