@@ -41,3 +41,18 @@ def test_aging_lets_a_low_priority_request_past_a_stream_of_urgent_ones():
             break
     assert patient.is_finished
     assert step == 30  # its 3 + 0/10 ties the urgent one queued at step 30 (3 + 30/10), and arrived first
+
+
+def test_a_decode_preempted_for_an_earlier_prompt_chunk_leaves_the_step():
+    manager = BlockManager(num_blocks=2, block_size=4)
+    scheduler = Scheduler(manager, max_num_seqs=4, max_num_batched_tokens=4)
+    stream = make_seq([1, 2], request_id="stream", max_tokens=4, priority=1)
+    scheduler.add(stream)
+    run_batch(scheduler, scheduler.schedule())
+    urgent = make_seq(range(10, 22), request_id="urgent", priority=0, arrival=1)
+    scheduler.add(urgent)
+    run_batch(scheduler, scheduler.schedule())  # the stream decodes; the prompt's first chunk takes the last block
+    batch = scheduler.schedule()  # the prompt's next chunk needs a block: the stream, already scheduled, gives its own
+    assert batch.seqs == [urgent] and batch.preempted == [stream]
+    assert stream.block_table == [] and scheduler.waiting == [stream]
+    manager.check_invariants()
