@@ -34,18 +34,17 @@ class ScheduledBatch:
     seqs: list[Sequence] = field(default_factory=list)
     num_new_tokens: list[int] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.num_new_tokens)
+    num_tokens: int = 0  # the sum of ``num_new_tokens``
 
     def add(self, seq: Sequence, num_new_tokens: int) -> None:
         self.seqs.append(seq)
         self.num_new_tokens.append(num_new_tokens)
+        self.num_tokens += num_new_tokens
 
     def remove(self, seq: Sequence) -> None:
         index = self.seqs.index(seq)
-        del self.seqs[index], self.num_new_tokens[index]
+        self.num_tokens -= self.num_new_tokens.pop(index)
+        del self.seqs[index]
 
 
 class Scheduler:
@@ -93,6 +92,7 @@ class Scheduler:
         self.block_manager.free(seq)
 
     def schedule(self) -> ScheduledBatch:
+        """The next step: every running decode, then running prompt chunks, then admissions, as budget lasts."""
         self.num_steps += 1
         batch = ScheduledBatch()
         decodes = [seq for seq in self.running if seq.num_tokens - seq.num_computed_tokens == 1]
