@@ -63,6 +63,8 @@ class LLM:
                     f"got {len(params_list)} SamplingParams for {len(prompt_list)} prompts; give one, or one per prompt"
                 )
         priorities = list(priority) if priority is not None else [0] * len(prompt_list)
+        if len(priorities) != len(prompt_list):
+            raise ValueError(f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt")
         request_ids = []
         try:
             for prompt, params, prio in zip(prompt_list, params_list, priorities):

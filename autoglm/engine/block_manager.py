@@ -81,9 +81,23 @@ class BlockManager:
             seq.block_hashes.append(hash_block(parent, tokens, self.cache_salt))
 
     def find_cached_prefix(self, seq: Sequence) -> list[int]:
-        """Leading blocks of ``seq`` already in the cache; at least one token is left to compute."""
-        if not self.enable_prefix_caching or seq.params.prompt_logprobs is not None:
+        """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute.
+
+        They come from the prefix cache or, for an n > 1 completion, from the prompt blocks of
+        the completion that read the prompt, whichever covers more (prefix caching may be off).
+        None while ``seq`` still has prompt positions to score: those must be computed.
+        """
+        if self._region_blocks is not None or seq.needs_prompt_logprobs:
             return []
+        hits = self._cache_hits(seq) if self.enable_prefix_caching else []
+        parent = seq.parent
+        if parent is not None:
+            num_shared = min(parent.num_computed_tokens, seq.num_prompt_tokens - 1) // self.block_size
+            if num_shared > len(hits):
+                hits = parent.block_table[:num_shared]  # empty once the parent is preempted or done
+        return hits
+
+    def _cache_hits(self, seq: Sequence) -> list[int]:
         self._update_hashes(seq, seq.num_tokens - 1)
         hits: list[int] = []
         for block_hash in seq.block_hashes:
@@ -144,14 +158,6 @@ class BlockManager:
                 seq.block_table = [self._take(block_id) for block_id in region]
                 return True
         return False
-
-    def share_prefix(self, source: Sequence, target: Sequence, num_blocks: int) -> None:
-        """Let ``target`` (with no blocks yet) reuse the first ``num_blocks`` computed blocks of ``source``."""
-        shared = source.block_table[:num_blocks]
-        for block_id in shared:
-            self._take(block_id)
-        target.block_table = list(shared)
-        target.num_computed_tokens = num_blocks * self.block_size
 
     def free(self, seq: Sequence) -> None:
         """Drop the references of ``seq``; its cached blocks stay reusable until evicted."""

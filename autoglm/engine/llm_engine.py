@@ -32,8 +32,8 @@ Prompt = str | list[int]
 class EngineStats:
     """A snapshot of the engine's load and counters, for metrics and logs."""
 
-    num_running: int
-    num_waiting: int
+    num_running: int  # requests with a sequence in the running batch
+    num_waiting: int  # the other unfinished requests
     kv_cache_usage: float
     prefix_cache_queries: int
     prefix_cache_hits: int
@@ -97,14 +97,13 @@ class LLMEngine:
                 f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
         arrival = time.time() if arrival_time is None else arrival_time
-        seqs = [
-            Sequence(
+        seqs: list[Sequence] = []
+        for index in range(params.n):
+            seqs.append(Sequence(
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority,
-                generator=self._generator(params, index),
-            )
-            for index in range(params.n)
-        ]
+                generator=self._generator(params, index), parent=seqs[0] if seqs else None,
+            ))
         state = RequestState(
             request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
             metrics=RequestMetrics(arrival_time=arrival),
@@ -180,9 +179,10 @@ class LLMEngine:
         return len(self.requests)
 
     def get_stats(self) -> EngineStats:
+        num_running = len({seq.request_id for seq in self.scheduler.running})
         return EngineStats(
-            num_running=len(self.scheduler.running),
-            num_waiting=len(self.scheduler.waiting),
+            num_running=num_running,
+            num_waiting=len(self.requests) - num_running,
             kv_cache_usage=self.block_manager.usage,
             prefix_cache_queries=self.block_manager.prefix_cache_queries,
             prefix_cache_hits=self.block_manager.prefix_cache_hits,
@@ -203,6 +203,8 @@ class LLMEngine:
         with self.profiler.step():
             with self.profiler.phase(SCHEDULE):
                 batch = self.scheduler.schedule()
+            for seq in batch.preempted:
+                self._restart_prompt_logprobs(seq)
             if not batch.seqs:
                 return []
             result = self.runner.execute(batch.seqs, batch.num_new_tokens)
@@ -223,6 +225,7 @@ class LLMEngine:
         for seq, entries in result.prompt_logprobs.items():
             state = self.requests[seq.request_id]
             state.prompt_logprobs.extend(to_position_logprobs(e, self.tokenizer) for e in entries)
+            seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
         for seq, sampled in result.sampled.items():
             state = self.requests[seq.request_id]
             if seq.index == 0 and state.pending_children:
@@ -235,14 +238,17 @@ class LLMEngine:
         return outputs
 
     def _start_children(self, state: RequestState) -> None:
-        """n > 1: the other completions reuse the first one's prompt blocks instead of recomputing them."""
-        parent = state.completions[0].seq
-        shareable = (parent.num_prompt_tokens - 1) // self.block_manager.block_size
+        """n > 1: queue the other completions now that the first has read the prompt; each takes
+        the prompt's blocks when admitted (see :meth:`BlockManager.find_cached_prefix`)."""
         for child in state.pending_children:
-            if self.config.use_paged_attention and shareable:
-                self.block_manager.share_prefix(parent, child, shareable)
             self.scheduler.add(child)
         state.pending_children = []
+
+    def _restart_prompt_logprobs(self, seq: Sequence) -> None:
+        """A preempted sequence scores its prompt again from the start if it had not finished:
+        the runner scores every prompt position it recomputes while some are missing."""
+        if seq.needs_prompt_logprobs:
+            self.requests[seq.request_id].prompt_logprobs = [None]
 
     def _append_token(self, state: RequestState, completion: CompletionState, sampled: TokenLogprobs,
                       now: float) -> None:

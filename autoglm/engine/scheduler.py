@@ -1,11 +1,20 @@
 """Iteration-level scheduling: which sequences run in the next step, and how many tokens each.
 
 Each step has a token budget (``max_num_batched_tokens``) and a sequence cap
-(``max_num_seqs``). Running sequences go first (a decode costs one token; a prompt being
-read in chunks takes what budget remains), then waiting ones are admitted in priority
-order. When a running sequence needs a block and none is free, the lowest-priority, most
-recently arrived running sequence is preempted: its blocks are freed and it is recomputed
-later.
+(``max_num_seqs``). Decodes go first (one token each), then the prompt chunks of running
+sequences (a prompt read in chunks, a preempted sequence being recomputed), then waiting
+sequences are admitted in queue order. When a running sequence needs a block and none is
+free, the running sequence last in queue order is preempted: its blocks are freed and it is
+recomputed later.
+
+Queue order is by priority value (lower first), aged: a request's effective priority value
+drops by one for every ``priority_aging_steps`` steps since it was queued, so no priority
+starves. All requests age at the same rate, so the order of two requests never changes
+while they wait; aging amounts to sorting on ``priority + queued_step / priority_aging_steps``.
+
+Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
+of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
+admitted: the scheduler always makes progress.
 """
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ from dataclasses import dataclass, field
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.sequence import Sequence, SequenceStatus
 
+PRIORITY_AGING_STEPS = 100
+
 
 @dataclass
 class ScheduledBatch:
@@ -23,18 +34,21 @@ class ScheduledBatch:
     seqs: list[Sequence] = field(default_factory=list)
     num_new_tokens: list[int] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.num_new_tokens)
+    num_tokens: int = 0  # the sum of ``num_new_tokens``
 
     def add(self, seq: Sequence, num_new_tokens: int) -> None:
         self.seqs.append(seq)
         self.num_new_tokens.append(num_new_tokens)
+        self.num_tokens += num_new_tokens
+
+    def remove(self, seq: Sequence) -> None:
+        index = self.seqs.index(seq)
+        self.num_tokens -= self.num_new_tokens.pop(index)
+        del self.seqs[index]
 
 
 class Scheduler:
-    """Keeps the waiting and running queues, both sorted by :attr:`Sequence.queue_key`."""
+    """Keeps the waiting and running queues, both sorted by :meth:`queue_key`."""
 
     def __init__(
         self,
@@ -42,22 +56,32 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool = True,
+        priority_aging_steps: int = PRIORITY_AGING_STEPS,
     ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
+        self.priority_aging_steps = priority_aging_steps
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
+        self.num_steps = 0
         self.num_preemptions = 0
 
     @property
     def num_unfinished(self) -> int:
         return len(self.waiting) + len(self.running)
 
+    def queue_key(self, seq: Sequence) -> tuple[float, float, int]:
+        """Lower sorts first: aged priority, then arrival, then creation order."""
+        return (seq.priority + seq.queued_step / self.priority_aging_steps, seq.arrival_time, seq.seq_id)
+
     def add(self, seq: Sequence) -> None:
+        """Queue ``seq``; an n > 1 completion counts as queued when its request was."""
+        if seq.queued_step is None:
+            seq.queued_step = seq.parent.queued_step if seq.parent is not None else self.num_steps
         seq.status = SequenceStatus.WAITING
-        bisect.insort(self.waiting, seq, key=lambda s: s.queue_key)
+        bisect.insort(self.waiting, seq, key=self.queue_key)
 
     def finish(self, seq: Sequence) -> None:
         """Remove a sequence for good (finished or aborted) and release its blocks."""
@@ -68,24 +92,33 @@ class Scheduler:
         self.block_manager.free(seq)
 
     def schedule(self) -> ScheduledBatch:
+        """The next step: every running decode, then running prompt chunks, then admissions, as budget lasts."""
+        self.num_steps += 1
         batch = ScheduledBatch()
-        budget = self.max_num_batched_tokens
-        index = 0
-        while index < len(self.running) and budget > 0:
-            seq = self.running[index]
+        decodes = [seq for seq in self.running if seq.num_tokens - seq.num_computed_tokens == 1]
+        prompt_chunks = [seq for seq in self.running if seq.num_tokens - seq.num_computed_tokens > 1]
+        for seq in decodes + prompt_chunks:
+            budget = self.max_num_batched_tokens - batch.num_tokens
+            if budget == 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:  # preempted to make room for an earlier one
+                continue
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             if self._allocate_or_preempt(seq, num_new, batch):
                 batch.add(seq, num_new)
-                budget -= num_new
-                index += 1
         if not batch.preempted:
-            self._admit_waiting(batch, budget)
+            self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
         return batch
 
     def _allocate_or_preempt(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> bool:
-        """Find blocks for ``seq`` by preempting from the back of the running queue; False if ``seq`` itself went."""
+        """Find blocks for ``seq`` by preempting from the back of the running queue; False if ``seq`` itself went.
+
+        A victim already in this step's batch leaves it, and its tokens go back to the budget.
+        """
         while not self.block_manager.allocate(seq, num_new):
             victim = self.running[-1]
+            if victim in batch.seqs:
+                batch.remove(victim)
             self._preempt(victim)
             batch.preempted.append(victim)
             if victim is seq:
@@ -113,24 +146,23 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            is_fresh = not seq.block_table
-            cached = self.block_manager.find_cached_prefix(seq) if is_fresh else []
+            cached = self.block_manager.find_cached_prefix(seq)
             if len(cached) < len(seq.block_hashes) and seq.block_hashes[len(cached)] in in_flight:
                 index += 1
                 continue
-            remaining = seq.num_tokens - seq.num_computed_tokens - len(cached) * self.block_manager.block_size
+            remaining = seq.num_tokens - len(cached) * self.block_manager.block_size
             if not self.enable_chunked_prefill and remaining > budget:
                 break
             num_new = min(remaining, budget)
             if not self.block_manager.allocate(seq, num_new, cached):
                 break
-            if is_fresh and seq.params.prompt_logprobs is None and self.block_manager.enable_prefix_caching:
+            if not seq.needs_prompt_logprobs and self.block_manager.enable_prefix_caching:
                 self.block_manager.record_prefix_lookup(seq.num_tokens, len(cached))
             if seq.num_preemptions == 0 and seq.num_cached_tokens == 0:
                 seq.num_cached_tokens = seq.num_computed_tokens
             self.waiting.pop(index)
             seq.status = SequenceStatus.RUNNING
-            bisect.insort(self.running, seq, key=lambda s: s.queue_key)
+            bisect.insort(self.running, seq, key=self.queue_key)
             in_flight.update(self._unpublished_hashes(seq))
             batch.add(seq, num_new)
             budget -= num_new

@@ -25,6 +25,10 @@ class Sequence:
     ``token_ids`` holds prompt then output tokens; ``num_computed_tokens`` of them have K/V
     in the cache. After a preemption the count drops to zero and the whole sequence is
     recomputed (its output so far is kept).
+
+    Of a request's n completions the first reads the prompt; the others (``parent`` set)
+    join once it has, taking its prompt blocks rather than computing them again. Only the
+    first scores the prompt when prompt logprobs are asked for.
     """
 
     request_id: str
@@ -43,7 +47,14 @@ class Sequence:
     block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
     num_published_blocks: int = 0  # leading blocks already offered to the prefix cache
     num_preemptions: int = 0
+    parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
+    queued_step: int | None = None  # scheduler step at which the request was first queued
     seq_id: int = field(default_factory=lambda: next(_sequence_counter))
+    needs_prompt_logprobs: bool = field(init=False)  # prompt positions are still to be scored
+
+    def __post_init__(self) -> None:
+        scores_prompt = self.params.prompt_logprobs is not None and self.parent is None
+        self.needs_prompt_logprobs = scores_prompt and self.num_prompt_tokens > 1
 
     @property
     def num_tokens(self) -> int:
@@ -64,8 +75,3 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
-
-    @property
-    def queue_key(self) -> tuple[int, float, int]:
-        """Lower sorts first: priority value, then arrival, then creation order."""
-        return (self.priority, self.arrival_time, self.seq_id)

@@ -49,7 +49,7 @@ class LogitRows:
         wanted = cls()
         for seq, start, query_len in zip(inputs.seqs, inputs.query_starts, inputs.query_lens):
             first_position = seq.num_computed_tokens
-            if seq.params.prompt_logprobs is not None and first_position < seq.num_prompt_tokens - 1:
+            if seq.needs_prompt_logprobs and first_position < seq.num_prompt_tokens - 1:
                 wanted.scoring.append((seq, first_position, query_len, len(wanted.rows)))
                 wanted.rows.extend(range(start, start + query_len))
             if first_position + query_len == seq.num_tokens:

@@ -6,19 +6,7 @@ import pytest
 from autoglm.engine.block_manager import BlockManager, hash_block
 from autoglm.engine.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence
-from autoglm.sampling_params import SamplingParams
-
-
-def make_seq(tokens, request_id="r", max_tokens=8, priority=0, arrival=0.0, prompt_logprobs=None):
-    return Sequence(request_id=request_id, index=0, token_ids=list(tokens), num_prompt_tokens=len(tokens),
-                    params=SamplingParams(max_tokens=max_tokens, prompt_logprobs=prompt_logprobs),
-                    max_tokens=max_tokens, arrival_time=arrival, priority=priority)
-
-
-def compute(manager, seq, num_tokens):
-    """What the engine does after a forward pass over ``num_tokens`` new tokens."""
-    seq.num_computed_tokens += num_tokens
-    manager.cache_full_blocks(seq)
+from tests.engine.scheduling import compute, make_seq, run_batch
 
 
 def test_hash_chains_parent_tokens_and_salt():
@@ -121,14 +109,8 @@ def test_random_schedule_with_aborts_and_preemptions_keeps_the_pool_whole():
         scheduler.add(seq)
         live.append(seq)
         for _ in range(rng.randrange(0, 3)):
-            batch = scheduler.schedule()
-            for s, n in zip(batch.seqs, batch.num_new_tokens):
-                compute(manager, s, n)
-                if s.num_computed_tokens == s.num_tokens:
-                    s.token_ids.append(rng.randrange(50))
-                    if s.num_output_tokens >= s.max_tokens:
-                        scheduler.finish(s)
-                        live.remove(s)
+            for finished in run_batch(scheduler, scheduler.schedule(), next_token=rng.randrange(50)):
+                live.remove(finished)
             manager.check_invariants()
         if live and rng.random() < 0.1:
             victim = live.pop(rng.randrange(len(live)))
@@ -136,12 +118,7 @@ def test_random_schedule_with_aborts_and_preemptions_keeps_the_pool_whole():
     while scheduler.num_unfinished:
         batch = scheduler.schedule()
         assert batch.seqs, "scheduler stalled with work left"
-        for s, n in zip(batch.seqs, batch.num_new_tokens):
-            compute(manager, s, n)
-            if s.num_computed_tokens == s.num_tokens:
-                s.token_ids.append(1)
-                if s.num_output_tokens >= s.max_tokens:
-                    scheduler.finish(s)
+        run_batch(scheduler, batch)
     assert scheduler.num_preemptions > 0
     assert manager.num_referenced_blocks() == 0
     assert manager.num_free_blocks == manager.num_blocks
@@ -213,3 +190,20 @@ def test_an_aborted_prefix_owner_no_longer_holds_others_back():
     assert scheduler.schedule().seqs == [owner]  # a chunk of 8: a's blocks are still in flight
     scheduler.finish(owner)
     assert scheduler.schedule().seqs == [follower]
+
+
+def test_a_forked_completion_takes_the_prompt_blocks_of_its_parent_without_the_cache():
+    manager = BlockManager(num_blocks=16, block_size=4, enable_prefix_caching=False)
+    parent = make_seq(range(11))
+    assert manager.allocate(parent, 11)
+    compute(manager, parent, 11)
+    child = make_seq(range(11), parent=parent)
+    assert manager.find_cached_prefix(child) == parent.block_table[:2]  # 10 tokens: 2 full blocks, 1 left over
+    manager.free(parent)
+    assert manager.find_cached_prefix(child) == []
+
+
+def test_only_the_first_completion_scores_the_prompt():
+    parent = make_seq(range(9), prompt_logprobs=1)
+    child = make_seq(range(9), prompt_logprobs=1, parent=parent)
+    assert parent.needs_prompt_logprobs and not child.needs_prompt_logprobs

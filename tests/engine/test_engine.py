@@ -9,6 +9,9 @@ from transformers import AutoModelForCausalLM
 
 from autoglm import LLM, AutoGLMConfig, OpenAutoGLM, SamplingParams
 from autoglm.config import ConfigError
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.outputs import PositionLogprobs, RequestOutput
+from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.tiny_models import make_tiny_checkpoint
 
 
@@ -27,6 +30,31 @@ def assert_idle(llm: LLM) -> None:
     assert not llm.engine.has_unfinished_requests()
     assert manager.num_referenced_blocks() == 0 and manager.num_free_blocks == manager.num_blocks
     manager.check_invariants()
+
+
+def tight_llm(model_dir, llm: LLM, num_blocks: int, **settings) -> LLM:
+    """An engine like ``llm`` (block size 4) whose KV pool holds only ``num_blocks`` blocks."""
+    return LLM(model=str(model_dir), dtype="float32", max_context_len=256, block_size=4,
+               kv_cache_memory=kv_bytes_for_blocks(llm, num_blocks), **settings)
+
+
+def drain(engine: LLMEngine, max_steps: int = 1000) -> dict[str, RequestOutput]:
+    """Step until every request is done; fail (instead of hanging) if that takes more than ``max_steps``."""
+    finished: dict[str, RequestOutput] = {}
+    for _ in range(max_steps):
+        if not engine.has_unfinished_requests():
+            return finished
+        finished.update((output.request_id, output) for output in engine.step() if output.finished)
+    pytest.fail(f"requests {sorted(engine.requests)} still unfinished after {max_steps} steps")
+
+
+def assert_same_prompt_logprobs(got: list[PositionLogprobs | None], expected: list[PositionLogprobs | None]) -> None:
+    assert len(got) == len(expected)
+    assert got[0] is None and expected[0] is None
+    for position, (a, b) in enumerate(zip(got[1:], expected[1:]), start=1):
+        assert a.keys() == b.keys(), f"position {position}: different tokens"
+        for token_id in a:
+            assert a[token_id].logprob == pytest.approx(b[token_id].logprob, abs=1e-5), f"position {position}"
 
 
 def test_seeds_api_builds_the_same_engine(model_dir):
@@ -56,6 +84,8 @@ def test_n_copies_share_the_prompt_blocks(llm):
     parent = engine.requests["fork"].completions[0].seq
     while engine.requests["fork"].pending_children:
         engine.step()
+    assert all(not seq.block_table for seq in engine.scheduler.waiting)  # they take blocks on admission
+    engine.step()
     first_block = parent.block_table[0]
     assert engine.block_manager._ref_counts[first_block] == 3
     outputs = []
@@ -103,6 +133,34 @@ def test_prompt_logprobs_match_transformers(llm, model_dir):
     assert_idle(llm)
 
 
+SCORED_PROMPT = list(range(40, 63))  # 23 tokens: five full blocks of 4 and three tokens
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_prompt_logprobs_are_scored_once_for_n_completions(llm, n):
+    alone = llm.generate([SCORED_PROMPT], SamplingParams(max_tokens=2, prompt_logprobs=1), use_tqdm=False)[0]
+    params = SamplingParams(n=n, temperature=1.0, seed=3, max_tokens=4, ignore_eos=True, prompt_logprobs=1)
+    out = llm.generate([SCORED_PROMPT], params, use_tqdm=False)[0]
+    assert len(out.outputs) == n
+    assert_same_prompt_logprobs(out.prompt_logprobs, alone.prompt_logprobs)
+    assert_idle(llm)
+
+
+def test_prompt_logprobs_are_scored_once_across_a_preemption(llm, model_dir):
+    alone = llm.generate([SCORED_PROMPT], SamplingParams(max_tokens=2, prompt_logprobs=1), use_tqdm=False)[0]
+    # Each request takes 6 of the 12 blocks for its prompt; the first to need a seventh
+    # preempts the other, lower-priority one, whose prompt was already scored.
+    tight = tight_llm(model_dir, llm, 12)
+    engine = tight.engine
+    engine.add_request("scored", SCORED_PROMPT, SamplingParams(n=2, temperature=1.0, seed=5, max_tokens=20,
+                                                               ignore_eos=True, prompt_logprobs=1), priority=1)
+    engine.add_request("urgent", list(range(70, 91)), SamplingParams(max_tokens=20, ignore_eos=True), priority=0)
+    outputs = drain(engine)
+    assert engine.scheduler.num_preemptions > 0
+    assert_same_prompt_logprobs(outputs["scored"].prompt_logprobs, alone.prompt_logprobs)
+    assert_idle(tight)
+
+
 def test_abort_frees_blocks_at_once(llm):
     engine = llm.engine
     engine.add_request("gone", list(range(3, 40)), SamplingParams(max_tokens=50, ignore_eos=True))
@@ -110,6 +168,51 @@ def test_abort_frees_blocks_at_once(llm):
     assert engine.block_manager.num_referenced_blocks() > 0
     assert engine.abort_request("gone")
     assert not engine.abort_request("gone")
+    assert_idle(llm)
+
+
+def test_waiting_children_hold_no_blocks_so_a_bigger_request_can_run(llm, model_dir):
+    """An n = 2 request, then a higher-priority one that needs the whole pool: both finish."""
+    tight = tight_llm(model_dir, llm, 8)
+    engine = tight.engine
+    engine.add_request("forked", list(range(3, 12)), SamplingParams(n=2, temperature=1.0, seed=1, max_tokens=8,
+                                                                   ignore_eos=True))
+    while engine.requests["forked"].pending_children:
+        engine.step()
+    engine.add_request("whole-pool", list(range(100, 125)), SamplingParams(max_tokens=6, ignore_eos=True),
+                       priority=-1)
+    for _ in range(3):
+        engine.step()
+        assert all(not seq.block_table for seq in engine.scheduler.waiting)
+    outputs = drain(engine)
+    assert len(outputs["whole-pool"].outputs[0].token_ids) == 6
+    assert [len(c.token_ids) for c in outputs["forked"].outputs] == [8, 8]
+    assert_idle(tight)
+
+
+def test_a_request_larger_than_the_pool_is_refused_with_both_sizes(llm, model_dir):
+    tight = tight_llm(model_dir, llm, 8)
+    with pytest.raises(ValueError, match=r"needs 12 KV blocks .* holds only 8"):
+        tight.engine.add_request("huge", list(range(3, 28)), SamplingParams(max_tokens=20))
+    assert not tight.engine.has_unfinished_requests()
+
+
+def test_stats_count_requests_not_sequences(llm):
+    engine = llm.engine
+    engine.add_request("forked", list(range(3, 12)), SamplingParams(n=3, temperature=1.0, max_tokens=20,
+                                                                   ignore_eos=True))
+    while engine.requests["forked"].pending_children:
+        engine.step()
+    engine.step()
+    stats = engine.get_stats()
+    assert (stats.num_running, stats.num_waiting) == (1, 0)
+    engine.abort_request("forked")
+    assert_idle(llm)
+
+
+def test_generate_refuses_a_priority_list_of_another_length(llm):
+    with pytest.raises(ValueError, match="2 priorities for 3 prompts"):
+        llm.generate([[3, 4], [5, 6], [7, 8]], SamplingParams(max_tokens=2), use_tqdm=False, priority=[0, 1])
     assert_idle(llm)
 
 
@@ -164,29 +267,44 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
         AutoGLMConfig.from_file(path)
 
 
-def test_hundreds_of_random_requests_with_aborts_leave_the_pool_whole(model_dir):
-    """Random prompts, lengths and aborts under a pool small enough to force preemptions."""
-    llm = LLM(model=str(model_dir), dtype="float32", block_size=4, max_num_batched_tokens=48, max_num_seqs=16,
-              kv_cache_memory=24 * 4 * 2 * 2 * 2 * 16 * 4)  # 24 blocks of 4 tokens: 2 layers, K and V, 2 kv heads, dim 16, fp32
-    engine = llm.engine
+def test_hundreds_of_random_requests_with_aborts_leave_the_pool_whole(llm, model_dir):
+    """Random prompts, lengths and aborts under a pool small enough to force preemptions; seeded
+    n = 2 requests that finish give what the same requests give with room to spare."""
+    tight = LLM(model=str(model_dir), dtype="float32", block_size=4, max_num_batched_tokens=48, max_num_seqs=16,
+                kv_cache_memory=kv_bytes_for_blocks(llm, 24))
+    engine = tight.engine
     rng = random.Random(0)
     shared = [rng.randrange(3, 300) for _ in range(12)]
-    live: set[str] = set()
+    requests: dict[str, tuple[list[int], SamplingParams]] = {}
+    finished: dict[str, RequestOutput] = {}
+    preempted: set[str] = set()
+
+    def step() -> None:
+        finished.update((o.request_id, o) for o in engine.step() if o.finished)
+        preempted.update(seq.request_id for seq in engine.scheduler.waiting if seq.num_preemptions)
+        engine.block_manager.check_invariants()
+
     for request in range(240):
         prompt = (shared if rng.random() < 0.5 else []) + [rng.randrange(3, 300) for _ in range(rng.randrange(1, 20))]
         params = SamplingParams(temperature=rng.choice([0.0, 1.0]), n=rng.choice([1, 1, 2]),
                                 max_tokens=rng.randrange(1, 16), seed=rng.choice([None, request]))
         engine.add_request(str(request), prompt, params)
-        live.add(str(request))
+        requests[str(request)] = (prompt, params)
         for _ in range(rng.randrange(0, 3)):
-            live -= {o.request_id for o in engine.step() if o.finished}
-            engine.block_manager.check_invariants()
-        if live and rng.random() < 0.15:
-            victim = rng.choice(sorted(live))
-            engine.abort_request(victim)
-            live.discard(victim)
+            step()
+        if engine.requests and rng.random() < 0.15:
+            engine.abort_request(rng.choice(sorted(engine.requests)))
     while engine.has_unfinished_requests():
-        engine.step()
+        step()
     assert engine.scheduler.num_preemptions > 0
     assert engine.block_manager.prefix_cache_hits > 0
+    assert_idle(tight)
+
+    seeded_pairs = [rid for rid in finished if requests[rid][1].seed is not None and requests[rid][1].n == 2]
+    assert preempted & set(seeded_pairs), "no seeded n = 2 request was preempted"
+    roomy = llm.generate([requests[rid][0] for rid in seeded_pairs], [requests[rid][1] for rid in seeded_pairs],
+                         use_tqdm=False)
+    for rid, expected in zip(seeded_pairs, roomy):
+        got = [c.token_ids for c in finished[rid].outputs]
+        assert got == [c.token_ids for c in expected.outputs], f"request {rid} differs from the roomy run"
     assert_idle(llm)

@@ -6,6 +6,7 @@ import random
 import pytest
 
 from autoglm import LLM, SamplingParams
+from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import TINY_ARCHITECTURES, make_tiny_checkpoint
 
@@ -40,12 +41,6 @@ def assert_matches(outputs, reference):
         got = [next(iter(position.values())).logprob for position in completion.logprobs]
         for step, (a, b) in enumerate(zip(got, reference.logprobs[i])):
             assert abs(a - b) < LOGPROB_TOLERANCE, f"prompt {i} token {step}: logprob {a} vs {b}"
-
-
-def kv_bytes_for_blocks(llm: LLM, num_blocks: int) -> int:
-    from autoglm.runner.kv_cache import bytes_per_block
-
-    return num_blocks * bytes_per_block(llm.engine.runner.model, llm.config.block_size, llm.engine.runner.kv_cache.dtype)
 
 
 def test_default_settings(case):

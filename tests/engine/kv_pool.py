@@ -1,0 +1,10 @@
+"""Sizing a test engine's KV pool in blocks rather than bytes."""
+from __future__ import annotations
+
+from autoglm import LLM
+from autoglm.runner.kv_cache import bytes_per_block
+
+
+def kv_bytes_for_blocks(llm: LLM, num_blocks: int) -> int:
+    """The ``kv_cache_memory`` that gives an engine like ``llm`` (same model, dtype, block size) ``num_blocks`` blocks."""
+    return num_blocks * bytes_per_block(llm.engine.runner.model, llm.config.block_size, llm.engine.runner.kv_cache.dtype)
