@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autoglm.engine.tokenize import encode_text
 from autoglm.llm import LLM
 from autoglm.sampling_params import SamplingParams
 
@@ -39,7 +40,7 @@ def score_windows(token_ids: list[int], window: int) -> list[tuple[int, int]]:
 
 def evaluate_perplexity(llm: LLM, text: str, window: int | None = None) -> PerplexityResult:
     """Negative log-likelihood of ``text`` under the model, scored in context windows."""
-    token_ids = llm.get_tokenizer().encode(text)
+    token_ids = encode_text(llm.get_tokenizer(), text)
     if len(token_ids) < 2:
         raise ValueError("the text must hold at least two tokens to be scored")
     window = min(window or llm.engine.max_context_len - 1, llm.engine.max_context_len - 1)

@@ -17,6 +17,7 @@ from autoglm.engine.request_state import CompletionState, RequestState, to_posit
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.engine.tokenize import encode_text
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.runner.model_runner import StepResult, TokenLogprobs
@@ -121,7 +122,7 @@ class LLMEngine:
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
-            token_ids = self.tokenizer.encode(prompt)
+            token_ids = encode_text(self.tokenizer, prompt)
             text: str | None = prompt
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             token_ids, text = list(prompt), None

@@ -9,6 +9,7 @@ from fastapi import Request, Response
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
+from autoglm.engine.tokenize import encode_text
 from autoglm.outputs import PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
@@ -44,7 +45,7 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
                        param="messages") from None
-    return tokenizer.encode(text, add_special_tokens=False)
+    return encode_text(tokenizer, text, add_special_tokens=False)
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
