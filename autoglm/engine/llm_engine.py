@@ -89,6 +89,7 @@ class LLMEngine:
         if request_id in self.requests:
             raise ValueError(f"request id '{request_id}' is already in use")
         prompt_text, token_ids = self._tokenize(prompt)
+        params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
         blocks = self.block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
         if blocks > self.block_manager.num_blocks:
