@@ -13,6 +13,7 @@ import torch
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.detokenizer import IncrementalDetokenizer
+from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
@@ -140,14 +141,14 @@ class LLMEngine:
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
         limit = self.max_context_len
         if num_prompt_tokens >= limit:
-            raise ValueError(
+            raise ContextLengthExceededError(
                 f"the prompt has {num_prompt_tokens} tokens but this model's maximum context length is "
                 f"{limit} tokens, which leaves no room to generate"
             )
         if params.max_tokens is None:
             return limit - num_prompt_tokens
         if num_prompt_tokens + params.max_tokens > limit:
-            raise ValueError(
+            raise ContextLengthExceededError(
                 f"this model's maximum context length is {limit} tokens; however, you requested "
                 f"{num_prompt_tokens + params.max_tokens} tokens ({num_prompt_tokens} in the prompt, "
                 f"{params.max_tokens} in max_tokens); reduce the prompt or max_tokens"
