@@ -1,6 +1,9 @@
 """/v1/completions with a batch of prompts, as evaluation harnesses send them, and best_of."""
 from __future__ import annotations
 
+import json
+import logging
+
 import httpx
 import pytest
 
@@ -44,6 +47,14 @@ def test_a_streamed_batch_numbers_choices_across_prompts_and_sums_usage(server):
         finishes = [c.finish_reason for chunk in chunks for c in chunk.choices if c.index == choice.index]
         assert finishes[-1] == "length"
     assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage
+
+
+def test_a_batch_logs_one_line_with_its_summed_counts(server, caplog):
+    with caplog.at_level(logging.INFO, logger="autoglm.requests"):
+        batch = server.openai().completions.create(model=MODEL, prompt=PROMPTS, max_tokens=3, **GREEDY)
+    lines = [json.loads(record.getMessage()) for record in caplog.records if record.name == "autoglm.requests"]
+    assert len(lines) == 1 and lines[0]["request_id"] == batch.id
+    assert (lines[0]["prompt_tokens"], lines[0]["completion_tokens"]) == (batch.usage.prompt_tokens, 6)
 
 
 def test_echo_and_logprobs_come_per_prompt(server):

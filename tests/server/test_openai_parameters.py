@@ -8,6 +8,8 @@ import httpx
 import openai
 import pytest
 
+from autoglm.sampling_params import SamplingParams
+from autoglm.server.protocol import ChatMessage
 from tests.server.test_errors import error_of, post
 
 MODEL = "tiny-llama"
@@ -118,6 +120,18 @@ def test_bad_logit_bias_is_400(server, logit_bias, words):
     with pytest.raises(openai.BadRequestError) as caught:
         server.openai().completions.create(model=MODEL, prompt=PROMPT, max_tokens=2, logit_bias=logit_bias)
     assert caught.value.body["param"] == "logit_bias" and words in caught.value.body["message"]
+
+
+def test_the_engine_itself_refuses_logit_bias_outside_the_vocabulary(server):
+    """For offline users, whose requests do not pass the server's checks."""
+    with pytest.raises(ValueError, match=r"logit_bias must be keyed by token ids in \[0, 320\), got 400"):
+        server.state.engine.engine.add_request("offline", "Hi", SamplingParams(logit_bias={400: 1.0}))
+
+
+def test_a_messages_name_reaches_the_chat_template():
+    assert ChatMessage(role="user", content="Hi", name="ann").as_template_input() == {
+        "role": "user", "content": "Hi", "name": "ann"}
+    assert ChatMessage(role="user", content="Hi").as_template_input() == {"role": "user", "content": "Hi"}
 
 
 def test_unsupported_and_unknown_routes_answer_in_openais_error_shape(server):
