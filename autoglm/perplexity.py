@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autoglm.engine.tokenize import encode_text
 from autoglm.llm import LLM
 from autoglm.sampling_params import SamplingParams
 
@@ -42,8 +43,7 @@ def evaluate_perplexity(llm: LLM, text: str, window: int | None = None, use_tqdm
 
     `use_tqdm` shows a bar of windows scored: a long text takes minutes.
     """
-    # verbose=False: the text is longer than the context on purpose; it is scored in windows.
-    token_ids = llm.get_tokenizer().encode(text, verbose=False)
+    token_ids = encode_text(llm.get_tokenizer(), text)
     if len(token_ids) < 2:
         raise ValueError("the text must hold at least two tokens to be scored")
     window = min(window or llm.engine.max_context_len - 1, llm.engine.max_context_len - 1)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 MAX_N = 16
 MAX_LOGPROBS = 20
+# OpenAI's range for a logit_bias value: -100 bans a token in effect, 100 all but forces it.
+MAX_LOGIT_BIAS = 100
 # Below this temperature a softmax is a one-hot in float32, so such requests are decoded greedily.
 GREEDY_TEMPERATURE = 1e-5
 # The range torch.Generator.manual_seed accepts.
@@ -21,7 +23,8 @@ _BOOL_FIELDS = ("ignore_eos", "skip_special_tokens", "include_stop_str_in_output
 @dataclass
 class SamplingParams:
     """How to pick each next token and when to stop. Checked on construction, so the engine
-    never meets a bad value mid-batch; ``stop`` and ``stop_token_ids`` become lists."""
+    never meets a bad value mid-batch; ``stop`` and ``stop_token_ids`` become lists and
+    ``logit_bias`` a dict. Token ids are checked against the vocabulary by ``check_vocab``."""
 
     n: int = 1
     temperature: float = 1.0
@@ -34,6 +37,7 @@ class SamplingParams:
     seed: int | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit before penalties and sampling
     ignore_eos: bool = False
     max_tokens: int | None = 16  # None: up to the context limit, resolved by the engine
     min_tokens: int = 0
@@ -46,7 +50,13 @@ class SamplingParams:
         self._check_types()
         self.stop = _normalise_stop(self.stop)
         self.stop_token_ids = _normalise_stop_token_ids(self.stop_token_ids)
+        self.logit_bias = _normalise_logit_bias(self.logit_bias)
         self._check_ranges()
+
+    def check_vocab(self, vocab_size: int) -> None:
+        """Refuse token ids the model cannot produce; only the engine knows the vocabulary's size."""
+        for token_id in self.logit_bias:
+            _require(token_id < vocab_size, "logit_bias", f"keyed by token ids in [0, {vocab_size})", token_id)
 
     @property
     def greedy(self) -> bool:
@@ -107,6 +117,17 @@ def _normalise_stop_token_ids(stop_token_ids: object) -> list[int]:
     for token_id in stop_token_ids:
         _require(_is_int(token_id) and token_id >= 0, "stop_token_ids", allowed, stop_token_ids)
     return list(stop_token_ids)
+
+
+def _normalise_logit_bias(logit_bias: object) -> dict[int, float]:
+    if logit_bias is None:
+        return {}
+    allowed = f"a dict of token id (int >= 0) to bias (a number in [-{MAX_LOGIT_BIAS}, {MAX_LOGIT_BIAS}]) or None"
+    _require(isinstance(logit_bias, dict), "logit_bias", allowed, logit_bias)
+    for token_id, bias in logit_bias.items():
+        _require(_is_int(token_id) and token_id >= 0, "logit_bias", allowed, {token_id: bias})
+        _require(_is_number(bias) and abs(bias) <= MAX_LOGIT_BIAS, "logit_bias", allowed, {token_id: bias})
+    return {token_id: float(bias) for token_id, bias in logit_bias.items()}
 
 
 def _is_int(value: object) -> bool:

@@ -216,3 +216,33 @@ def test_mismatched_shapes_are_rejected():
         Sampler()(torch.zeros(2, 6), batch)
     with pytest.raises(ValueError, match=r"must each have one entry per params \(2\), got 2, 1 and 2"):
         SamplingBatch.build([SamplingParams()] * 2, [[], []], [[]], [None, None], set(), 5, CPU)
+
+
+def test_logit_bias_shifts_each_rows_own_tokens_before_greedy_and_random_picks():
+    # Row 0 bans its argmax (token 1) and lifts token 3 above token 2; row 1 forces token 0; row 2 has none.
+    params = [
+        SamplingParams(temperature=0, logit_bias={1: -100, 3: 1.2}),
+        SamplingParams(temperature=1.0, logit_bias={0: 100}),
+        SamplingParams(temperature=0),
+    ]
+    batch = build(params)
+    output = Sampler()(torch.tensor([LOGITS] * 3), batch)
+    assert output.token_ids.tolist() == [3, 0, 1]
+    assert kept_tokens(LOGITS, SamplingParams(logit_bias={4: 100})) == {4}
+    assert kept_tokens(LOGITS, SamplingParams(top_k=1, logit_bias={1: -100, 2: -100})) == {3}
+
+
+def test_logit_bias_applies_before_penalties_and_leaves_logprobs_raw():
+    # Token 2 (in the prompt) is biased from -1.2 to 1.8, then the repetition penalty halves it to 0.9, past
+    # token 1's 0.8; penalised first (-2.4), the bias would only lift it to 0.6.
+    params = SamplingParams(temperature=0, logit_bias={2: 3.0}, repetition_penalty=2.0, logprobs=1)
+    logits = torch.tensor([[0.0, 0.8, -1.2, -1.0, -1.0]])
+    output = Sampler()(logits, build([params], prompts=[[2]]))
+    assert output.token_ids.tolist() == [2]
+    raw = logits.log_softmax(dim=-1)
+    assert output.logprobs.tolist() == pytest.approx(raw[0, [2]].tolist())
+    assert output.top_token_ids.tolist() == [[1]]
+
+
+def test_no_row_with_logit_bias_skips_the_stage():
+    assert build([SamplingParams(), SamplingParams(temperature=0)]).logit_bias is None

@@ -3,6 +3,7 @@ import pytest
 from autoglm.sampling_params import SamplingParams
 
 TOKEN_ID_LIST = "a list of token ids (ints >= 0) or None"
+LOGIT_BIAS = "a dict of token id (int >= 0) to bias (a number in [-100, 100]) or None"
 
 
 def test_defaults_match_vllm():
@@ -13,7 +14,7 @@ def test_defaults_match_vllm():
     assert params.logprobs is None and params.prompt_logprobs is None
     assert params.seed is None and not params.ignore_eos
     assert params.skip_special_tokens and not params.include_stop_str_in_output
-    assert params.stop == [] and params.stop_token_ids == []
+    assert params.stop == [] and params.stop_token_ids == [] and params.logit_bias == {}
 
 
 def test_stop_is_normalised_to_a_list():
@@ -68,6 +69,13 @@ def test_greedy_below_tiny_temperature(temperature, greedy):
         ({"stop": 3}, "stop must be a string, a list of strings or None, got 3"),
         ({"stop_token_ids": [1, -2]}, f"stop_token_ids must be {TOKEN_ID_LIST}, got [1, -2]"),
         ({"stop_token_ids": 5}, f"stop_token_ids must be {TOKEN_ID_LIST}, got 5"),
+        ({"logit_bias": {3: 100.5}}, f"logit_bias must be {LOGIT_BIAS}, got {{3: 100.5}}"),
+        ({"logit_bias": {3: -101}}, f"logit_bias must be {LOGIT_BIAS}, got {{3: -101}}"),
+        ({"logit_bias": {3: float("nan")}}, f"logit_bias must be {LOGIT_BIAS}, got {{3: nan}}"),
+        ({"logit_bias": {3: True}}, f"logit_bias must be {LOGIT_BIAS}, got {{3: True}}"),
+        ({"logit_bias": {-1: 5}}, f"logit_bias must be {LOGIT_BIAS}, got {{-1: 5}}"),
+        ({"logit_bias": {"3": 5}}, f"logit_bias must be {LOGIT_BIAS}, got {{'3': 5}}"),
+        ({"logit_bias": [3]}, f"logit_bias must be {LOGIT_BIAS}, got [3]"),
     ],
 )
 def test_bad_values_are_rejected_with_name_and_range(kwargs, message):
@@ -82,9 +90,19 @@ def test_bad_values_are_rejected_with_name_and_range(kwargs, message):
         {"temperature": 0}, {"temperature": 2}, {"top_p": 1e-3}, {"top_k": -1}, {"top_k": 1}, {"min_p": 1},
         {"presence_penalty": -2}, {"frequency_penalty": 2}, {"repetition_penalty": 2}, {"max_tokens": None},
         {"min_tokens": 16}, {"logprobs": 0}, {"prompt_logprobs": 20}, {"seed": -(2**63)}, {"n": 16},
+        {"logit_bias": {0: -100.0, 7: 100.0}},
     ],
 )
 def test_boundary_values_are_accepted(kwargs):
     params = SamplingParams(**kwargs)
     for name, value in kwargs.items():
         assert getattr(params, name) == value
+
+
+def test_logit_bias_becomes_a_dict_of_floats_and_its_token_ids_are_checked_against_the_vocab():
+    params = SamplingParams(logit_bias={5: 2, 9: -100})
+    assert params.logit_bias == {5: 2.0, 9: -100.0}
+    params.check_vocab(10)
+    with pytest.raises(ValueError) as error:
+        params.check_vocab(9)
+    assert str(error.value) == "logit_bias must be keyed by token ids in [0, 9), got 9"

@@ -13,11 +13,13 @@ import torch
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.detokenizer import IncrementalDetokenizer
+from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.kernels.cpu_extension import cpu_kernels
+from autoglm.engine.tokenize import encode_text
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.runner.model_runner import StepResult, TokenLogprobs
@@ -89,6 +91,7 @@ class LLMEngine:
         if request_id in self.requests:
             raise ValueError(f"request id '{request_id}' is already in use")
         prompt_text, token_ids = self._tokenize(prompt)
+        params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
         blocks = self.block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
         if blocks > self.block_manager.num_blocks:
@@ -121,7 +124,7 @@ class LLMEngine:
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
-            token_ids = self.tokenizer.encode(prompt)
+            token_ids = encode_text(self.tokenizer, prompt)
             text: str | None = prompt
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             token_ids, text = list(prompt), None
@@ -138,14 +141,14 @@ class LLMEngine:
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
         limit = self.max_context_len
         if num_prompt_tokens >= limit:
-            raise ValueError(
+            raise ContextLengthExceededError(
                 f"the prompt has {num_prompt_tokens} tokens but this model's maximum context length is "
                 f"{limit} tokens, which leaves no room to generate"
             )
         if params.max_tokens is None:
             return limit - num_prompt_tokens
         if num_prompt_tokens + params.max_tokens > limit:
-            raise ValueError(
+            raise ContextLengthExceededError(
                 f"this model's maximum context length is {limit} tokens; however, you requested "
                 f"{num_prompt_tokens + params.max_tokens} tokens ({num_prompt_tokens} in the prompt, "
                 f"{params.max_tokens} in max_tokens); reduce the prompt or max_tokens"

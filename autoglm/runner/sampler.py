@@ -34,6 +34,7 @@ class SamplingBatch:
     presence_penalty: torch.Tensor | None  # [N] float
     output_token_counts: torch.Tensor | None  # [N, V] float
     min_tokens_ban: tuple[torch.Tensor, torch.Tensor] | None  # (rows, token ids) to mask out
+    logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
     generators: dict[int, torch.Generator]  # sampled rows that own their randomness
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
 
@@ -97,6 +98,7 @@ class SamplingBatch:
             presence_penalty=presence_penalty,
             output_token_counts=output_token_counts,
             min_tokens_ban=_min_tokens_ban(params, output_token_ids, eos_token_ids, vocab_size, device),
+            logit_bias=_logit_bias(params, device),
             generators={row: g for row, (g, s) in enumerate(zip(generators, sampled)) if s and g is not None},
             max_num_logprobs=max((p.logprobs for p in params if p.logprobs is not None), default=None),
         )
@@ -115,8 +117,9 @@ class SamplerOutput:
 class Sampler:
     """Applies each row's constraints and penalties to the logits, then picks its token.
 
-    Log-probs come from the unmodified logits, as vLLM reports them: they describe what the
-    model predicted, not the distribution the settings reshaped.
+    Log-probs come from the unmodified logits, as vLLM reports them by default (its
+    ``raw_logprobs``): they describe what the model predicted, before logit_bias, penalties and
+    temperature reshaped the distribution.
     """
 
     def __call__(self, logits: torch.Tensor, batch: SamplingBatch) -> SamplerOutput:
@@ -126,7 +129,8 @@ class Sampler:
                 f"batch, got {list(logits.shape)}"
             )
         logits = logits.float()
-        token_ids = _sample(_apply_penalties(_apply_min_tokens(logits, batch), batch), batch)
+        shaped = _apply_penalties(_apply_logit_bias(_apply_min_tokens(logits, batch), batch), batch)
+        token_ids = _sample(shaped, batch)
         if batch.max_num_logprobs is None:  # a pass over [N, vocab] saved when nobody reads it
             return SamplerOutput(token_ids, None, None, None)
         log_normaliser = logits.logsumexp(dim=-1)
@@ -191,6 +195,15 @@ def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tenso
     return logits.index_put(batch.min_tokens_ban, torch.tensor(float("-inf"), device=logits.device))
 
 
+def _apply_logit_bias(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Each row's biases added to its logits, as OpenAI does, before penalties and temperature;
+    greedy rows see them too."""
+    if batch.logit_bias is None:
+        return logits
+    rows, token_ids, biases = batch.logit_bias
+    return logits.index_put((rows, token_ids), biases, accumulate=True)
+
+
 def _apply_penalties(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     """Repetition penalty over prompt and output tokens (shrinks positive logits, grows negative
     ones), then frequency and presence penalties over output tokens only."""
@@ -235,3 +248,14 @@ def _min_tokens_ban(
     if not rows:
         return None
     return torch.tensor(rows, device=device), torch.tensor(token_ids, device=device)
+
+
+def _logit_bias(params: list[SamplingParams],
+                device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """Every row's biases flattened to (row, token id, bias) triples, so one index_put applies them all."""
+    triples = [(row, token_id, bias) for row, p in enumerate(params) for token_id, bias in p.logit_bias.items()]
+    if not triples:
+        return None
+    rows, token_ids, biases = zip(*triples)
+    return (torch.tensor(rows, device=device), torch.tensor(token_ids, device=device),
+            torch.tensor(biases, dtype=torch.float32, device=device))

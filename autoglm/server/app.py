@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.tokenize import encode_text
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.protocol import (
     ChatCompletionRequest,
@@ -69,7 +70,7 @@ async def tokenize(body: TokenizeRequest, state: ServerState = State) -> Tokeniz
     if body.messages is not None:
         tokens = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
     else:
-        tokens = tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+        tokens = encode_text(tokenizer, body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=engine.engine.max_context_len, tokens=tokens)
 
 

@@ -1,8 +1,9 @@
 """Drives an LLMEngine from one background thread, so the event loop never waits on a forward pass.
 
 The event loop reaches the thread only through a command queue (add, abort). The thread hands
-results back on one asyncio.Queue per request, once per step, with ``call_soon_threadsafe``.
-Everything that touches the LLMEngine (which is not thread-safe) runs on that thread.
+results back on one asyncio.Queue per HTTP request (one or more engine requests, one per prompt),
+once per step, with ``call_soon_threadsafe``. Everything that touches the LLMEngine (which is not
+thread-safe) runs on that thread.
 """
 from __future__ import annotations
 
@@ -37,14 +38,16 @@ class RequestTimeoutError(TimeoutError):
     """The request did not finish within request_timeout_s, so it was aborted."""
 
 
-# What a request's queue carries: its outputs, or the error that ended it.
-StreamItem = RequestOutput | BaseException
+# What a request's queue carries: its prompts' outputs, each with its prompt's index, or the error that ended it.
+StreamItem = tuple[int, RequestOutput] | BaseException
 
 
 @dataclass
-class _AddRequest:
-    request_id: str
-    prompt: Prompt
+class _AddRequests:
+    """One engine request per prompt, admitted together: all of them or none."""
+
+    engine_request_ids: list[str]
+    prompts: list[Prompt]
     params: SamplingParams
     arrival_time: float
     priority: int
@@ -52,8 +55,8 @@ class _AddRequest:
 
 
 @dataclass
-class _AbortRequest:
-    request_id: str
+class _AbortRequests:
+    engine_request_ids: list[str]
 
 
 class AsyncEngine:
@@ -65,11 +68,12 @@ class AsyncEngine:
         self.request_timeout_s = request_timeout_s
         # Replaced by the engine thread after every step; read from anywhere (one attribute store).
         self.stats: EngineStats = engine.get_stats()
-        self._commands: deque[_AddRequest | _AbortRequest] = deque()
+        self._commands: deque[_AddRequests | _AbortRequests] = deque()
         self._wakeup = threading.Condition()
         self._stopping = False
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
-        self._queues: dict[str, asyncio.Queue[StreamItem]] = {}  # engine thread only
+        # Engine request id -> its HTTP request's queue and its prompt's index; engine thread only.
+        self._queues: dict[str, tuple[asyncio.Queue[StreamItem], int]] = {}
         self._open_requests: set[str] = set()  # event loop only
         self._idle = asyncio.Event()
         self._idle.set()
@@ -106,37 +110,42 @@ class AsyncEngine:
             return False
         return True
 
-    async def generate(self, request_id: str, prompt: Prompt, params: SamplingParams, priority: int = 0,
-                       arrival_time: float | None = None) -> AsyncIterator[RequestOutput]:
-        """The request's outputs, one per engine step that advanced it, until it finishes.
+    async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
+                       arrival_time: float | None = None) -> AsyncIterator[tuple[int, RequestOutput]]:
+        """Each prompt's outputs, tagged with the prompt's index, one per engine step that advanced
+        it, until every prompt has finished. The prompts are engine requests ``{request_id}-{index}``
+        (just `request_id` for a single prompt), admitted together so that none runs if one is refused.
 
         Bad input raises ValueError and a full queue QueueFullError, both at the first iteration.
         Leaving the iteration early (the client went away, the task was cancelled) or running past
-        request_timeout_s (RequestTimeoutError) aborts the request, freeing its blocks at the next step.
+        request_timeout_s (RequestTimeoutError) aborts the requests, freeing their blocks at the next step.
         """
         if request_id in self._open_requests:
             raise ValueError(f"request id '{request_id}' is already in use")
+        engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time
         queue: asyncio.Queue[StreamItem] = asyncio.Queue()
         self._open_requests.add(request_id)
         self._idle.clear()
-        ended = False  # the engine no longer knows the request: finished, rejected or failed
+        running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed
         try:
-            self._send(_AddRequest(request_id, prompt, params, arrival, priority, queue))
-            while not ended:
+            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, queue))
+            while running:
                 item = await self._next_item(queue, deadline)
                 if isinstance(item, BaseException):
-                    ended = True
+                    running.clear()
                     raise item
-                ended = item.finished
+                index, output = item
+                if output.finished:
+                    running.discard(index)
                 yield item
         finally:
             self._open_requests.discard(request_id)
             if not self._open_requests:
                 self._idle.set()
-            if not ended:
-                self._send(_AbortRequest(request_id))
+            if running:
+                self._send(_AbortRequests([engine_ids[index] for index in sorted(running)]))
 
     async def _next_item(self, queue: asyncio.Queue[StreamItem], deadline: float) -> StreamItem:
         try:
@@ -146,13 +155,13 @@ class AsyncEngine:
                 f"the request did not finish within request_timeout_s={self.request_timeout_s:g} seconds"
             ) from None
 
-    def _send(self, command: _AddRequest | _AbortRequest) -> None:
+    def _send(self, command: _AddRequests | _AbortRequests) -> None:
         with self._wakeup:
             if not self._dead:
                 self._commands.append(command)
                 self._wakeup.notify()
                 return
-        if isinstance(command, _AddRequest):
+        if isinstance(command, _AddRequests):
             command.queue.put_nowait(EngineDeadError("the engine loop is not running"))
 
     # ---- engine thread side -----------------------------------------------------------
@@ -169,7 +178,7 @@ class AsyncEngine:
         finally:
             self._fail_everything()
 
-    def _wait_for_work(self) -> list[_AddRequest | _AbortRequest] | None:
+    def _wait_for_work(self) -> list[_AddRequests | _AbortRequests] | None:
         """The commands sent since the last call, sleeping while there is nothing to do; None to stop."""
         with self._wakeup:
             while not (self._stopping or self._commands or self.engine.has_unfinished_requests()):
@@ -180,30 +189,38 @@ class AsyncEngine:
             self._commands.clear()
             return commands
 
-    def _apply(self, command: _AddRequest | _AbortRequest) -> None:
-        if isinstance(command, _AbortRequest):
-            if self._queues.pop(command.request_id, None) is not None:
-                self.engine.abort_request(command.request_id)
+    def _apply(self, command: _AddRequests | _AbortRequests) -> None:
+        if isinstance(command, _AbortRequests):
+            for request_id in command.engine_request_ids:
+                if self._queues.pop(request_id, None) is not None:
+                    self.engine.abort_request(request_id)
             return
         error = self._admit(command)
         if error is None:
-            self._queues[command.request_id] = command.queue
+            for index, request_id in enumerate(command.engine_request_ids):
+                self._queues[request_id] = (command.queue, index)
         else:
             self._deliver([(command.queue, error)])
 
-    def _admit(self, command: _AddRequest) -> BaseException | None:
-        """Hand the request to the engine; the error that rejects it, if any."""
+    def _admit(self, command: _AddRequests) -> BaseException | None:
+        """Hand every prompt to the engine; if one is refused, take back those already added and
+        return the error. The queue limit counts requests already waiting, so a batch fits when any room is left."""
         if self.engine.get_stats().num_waiting >= self.max_waiting_requests:
             return QueueFullError(
                 f"the server is at its limit of {self.max_waiting_requests} waiting requests; retry later"
             )
+        added: list[str] = []
         try:
-            self.engine.add_request(command.request_id, command.prompt, command.params,
-                                    arrival_time=command.arrival_time, priority=command.priority)
-        except ValueError as error:
-            return error
+            for request_id, prompt in zip(command.engine_request_ids, command.prompts, strict=True):
+                self.engine.add_request(request_id, prompt, command.params, arrival_time=command.arrival_time,
+                                        priority=command.priority)
+                added.append(request_id)
         except Exception as error:
-            logger.exception("adding request %s failed", command.request_id)
+            for request_id in added:
+                self.engine.abort_request(request_id)
+            if isinstance(error, ValueError):
+                return error
+            logger.exception("adding request %s failed", command.engine_request_ids[len(added)])
             return EngineStepError(f"the engine could not accept the request: {type(error).__name__}: {error}")
         return None
 
@@ -216,26 +233,31 @@ class AsyncEngine:
             message = f"the engine failed while generating: {type(error).__name__}: {error}"
             for request_id in list(self._queues):
                 self.engine.abort_request(request_id)
-            self._deliver([(queue, EngineStepError(message)) for queue in self._queues.values()])
+            self._deliver([(queue, EngineStepError(message)) for queue in self._open_queues()])
             self._queues.clear()
             return
-        deliveries = []
+        deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]] = []
         for output in outputs:
-            queue = self._queues.get(output.request_id)
-            if queue is not None:
-                deliveries.append((queue, output))
+            entry = self._queues.get(output.request_id)
+            if entry is not None:
+                queue, index = entry
+                deliveries.append((queue, (index, output)))
                 if output.finished:
                     del self._queues[output.request_id]
         self._deliver(deliveries)
+
+    def _open_queues(self) -> list[asyncio.Queue[StreamItem]]:
+        """Each open HTTP request's queue once, however many prompts it holds."""
+        return list({id(queue): queue for queue, _ in self._queues.values()}.values())
 
     def _fail_everything(self) -> None:
         """The thread is leaving: no request may wait forever for it."""
         with self._wakeup:
             self._dead = True
-            pending = [c.queue for c in self._commands if isinstance(c, _AddRequest)]
+            pending = [c.queue for c in self._commands if isinstance(c, _AddRequests)]
             self._commands.clear()
         message = "the engine loop stopped before the request finished"
-        self._deliver([(queue, EngineDeadError(message)) for queue in [*self._queues.values(), *pending]])
+        self._deliver([(queue, EngineDeadError(message)) for queue in [*self._open_queues(), *pending]])
         self._queues.clear()
 
     def _deliver(self, deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]]) -> None:

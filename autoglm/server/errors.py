@@ -15,7 +15,10 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.server.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
+from autoglm.server.protocol import UNKNOWN_FIELD
+from autoglm.server.unknown_routes import route_error_message
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +65,10 @@ def to_api_error(error: BaseException) -> APIError:
     """The answer for any failure while serving a request."""
     if isinstance(error, APIError):
         return error
+    if isinstance(error, ContextLengthExceededError):
+        return APIError(HTTPStatus.BAD_REQUEST, str(error), code="context_length_exceeded")
     if isinstance(error, ValueError):
-        return APIError(HTTPStatus.BAD_REQUEST, str(error))
+        return APIError(HTTPStatus.BAD_REQUEST, str(error), code="invalid_value")
     if isinstance(error, QueueFullError):
         return APIError(HTTPStatus.TOO_MANY_REQUESTS, str(error), code="rate_limit_exceeded",
                         headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -74,7 +79,8 @@ def to_api_error(error: BaseException) -> APIError:
     if isinstance(error, EngineStepError):
         return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, str(error), code="engine_error")
     logger.error("unexpected error while serving a request", exc_info=error)
-    return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal server error: {type(error).__name__}: {error}")
+    return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal server error: {type(error).__name__}: {error}",
+                    code="internal_error")
 
 
 def _validation_error(error: RequestValidationError) -> APIError:
@@ -83,11 +89,13 @@ def _validation_error(error: RequestValidationError) -> APIError:
     problem = problems[0]
     if problem["type"] == "json_invalid":
         detail = problem.get("ctx", {}).get("error", problem["msg"])
-        return APIError(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON: {detail}")
+        return APIError(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON: {detail}", code="invalid_json")
     locs = [tuple(part for part in p["loc"] if part != "body") for p in problems]
     loc = locs[0]
+    if problem["type"] == UNKNOWN_FIELD:
+        return _unknown_field_error(loc, problem)
     if not loc:
-        return APIError(HTTPStatus.BAD_REQUEST, f"invalid request body: {_reason(problem)}")
+        return APIError(HTTPStatus.BAD_REQUEST, f"invalid request body: {_reason(problem)}", code="invalid_value")
     field_loc = loc[:next((i for i, part in enumerate(loc) if _is_union_member(part)), len(loc))]
     path = ".".join(str(part) for part in field_loc)
     if field_loc == loc:
@@ -97,9 +105,20 @@ def _validation_error(error: RequestValidationError) -> APIError:
         depth = len(field_loc)
         members = [str(other[depth]) for other in locs if other[:depth] == field_loc and len(other) > depth]
         message = f"{path}: expected {' or '.join(dict.fromkeys(members))}"
-    if problem["type"] != "missing":
-        message += f" (got {problem['input']!r})"
-    return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]))
+    if problem["type"] == "missing":
+        return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]), code="missing_required_parameter")
+    message += f" (got {problem['input']!r})"
+    code = "invalid_value" if problem["type"] == "value_error" else "invalid_type"
+    return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]), code=code)
+
+
+def _unknown_field_error(loc: tuple[int | str, ...], problem: ErrorDetails) -> APIError:
+    """Named by its full path (``messages.0.nmae``), with the closest declared name when one is close."""
+    field = ".".join(str(part) for part in (*loc, problem["ctx"]["field"]))
+    message = f"unknown parameter '{field}'"
+    if problem["ctx"]["closest"] is not None:
+        message += f"; did you mean '{problem['ctx']['closest']}'?"
+    return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]) if loc else field, code="unknown_parameter")
 
 
 def _reason(problem: ErrorDetails) -> str:
@@ -124,10 +143,13 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(error, RequestValidationError)
         return _validation_error(error).to_response()
 
-    async def http_error(_: Request, error: Exception) -> JSONResponse:
+    async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
         status = HTTPStatus(error.status_code)
-        return APIError(status, str(error.detail), headers=error.headers).to_response()
+        message, code = str(error.detail), None
+        if status in (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED):
+            message, code = route_error_message(status, request.method, request.url.path)
+        return APIError(status, message, code=code, headers=error.headers).to_response()
 
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)

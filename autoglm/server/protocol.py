@@ -1,22 +1,46 @@
 """Request bodies of the OpenAI-compatible API: OpenAI's field names plus a few of vLLM's.
 
-Unknown fields are ignored, as OpenAI does. Known fields are checked strictly ("0.5" is not a
-number), and a wrong type is answered with 400 naming the field. Values are range-checked by
-SamplingParams, so its messages and limits are the only ones a user meets.
+Every field of OpenAI's completions and chat-completions requests is declared, so none is
+silently dropped: those the server does not implement are accepted only at values that ask for
+nothing (see unsupported.py). An unknown field, often a misspelt one, is refused with 400 naming
+it and the closest known name. Known fields are checked strictly ("0.5" is not a number), and
+values are range-checked by SamplingParams, so its messages and limits are the only ones a user meets.
 """
 from __future__ import annotations
 
-from typing import Literal
+import difflib
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from autoglm.engine.llm_engine import Prompt
+
+# The pydantic error type of a field the request model does not declare.
+UNKNOWN_FIELD = "unknown_field"
+# One prompt (text or token ids) or a batch of them, as OpenAI's completions take it.
+PromptField = str | list[str] | list[int] | list[list[int]]
 
 
 class APIModel(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields_only(cls, data: Any) -> Any:
+        """Refuse the first undeclared field, carrying the closest declared name for the message."""
+        if isinstance(data, dict):
+            for name in data:
+                if name not in cls.model_fields:
+                    closest = difflib.get_close_matches(str(name), list(cls.model_fields), n=1)
+                    raise PydanticCustomError(UNKNOWN_FIELD, "unknown parameter '{field}'",
+                                              {"field": name, "closest": closest[0] if closest else None})
+        return data
 
 
 class StreamOptions(APIModel):
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # not implemented: see unsupported.py
 
 
 class GenerationRequest(APIModel):
@@ -41,6 +65,9 @@ class GenerationRequest(APIModel):
     ignore_eos: bool = False
     min_tokens: int = 0
     stop_token_ids: list[int] | None = None
+    skip_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[str, float] | None = None  # OpenAI's JSON keys token ids as strings
 
     @property
     def include_usage(self) -> bool:
@@ -48,10 +75,26 @@ class GenerationRequest(APIModel):
 
 
 class CompletionRequest(GenerationRequest):
-    prompt: str | list[int]
+    prompt: PromptField
     max_tokens: int | None = 16
     echo: bool = False
     logprobs: int | None = None
+    best_of: int | None = None
+    suffix: str | None = None  # not implemented: see unsupported.py
+
+    @field_validator("prompt")
+    @classmethod
+    def _some_prompt(cls, prompt: PromptField) -> PromptField:
+        if prompt == []:
+            raise ValueError("give at least one prompt")
+        return prompt
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        """The batch of prompts this request holds: a lone prompt is a batch of one."""
+        if isinstance(self.prompt, str) or isinstance(self.prompt[0], int):
+            return [self.prompt]
+        return list(self.prompt)
 
 
 class TextContentPart(APIModel):
@@ -62,14 +105,19 @@ class TextContentPart(APIModel):
 class ChatMessage(APIModel):
     role: str
     content: str | list[TextContentPart] | None = None
+    name: str | None = None
 
     def as_template_input(self) -> dict[str, str]:
-        """The plain {role, content} mapping chat templates expect; text parts join with newlines."""
+        """The plain {role, content} mapping chat templates expect (plus ``name`` when given, for the
+        templates that use it); text parts join with newlines."""
         if isinstance(self.content, list):
             text = "\n".join(part.text for part in self.content)
         else:
             text = self.content or ""
-        return {"role": self.role, "content": text}
+        message = {"role": self.role, "content": text}
+        if self.name is not None:
+            message["name"] = self.name
+        return message
 
 
 class ChatCompletionRequest(GenerationRequest):
@@ -79,6 +127,26 @@ class ChatCompletionRequest(GenerationRequest):
     logprobs: bool = False
     top_logprobs: int | None = None
     add_generation_prompt: bool = True
+    # OpenAI's fields that ask nothing of the model's output: accepted and not used.
+    metadata: dict[str, str] | None = None
+    parallel_tool_calls: bool | None = None  # tools themselves are refused
+    prompt_cache_key: str | None = None  # the prefix cache needs no hint
+    safety_identifier: str | None = None
+    # OpenAI's fields this server does not implement: accepted only at values that ask for nothing.
+    audio: dict[str, Any] | None = None
+    function_call: str | dict[str, Any] | None = None
+    functions: list[dict[str, Any]] | None = None
+    modalities: list[str] | None = None
+    prediction: dict[str, Any] | None = None
+    prompt_cache_retention: str | None = None
+    reasoning_effort: str | None = None
+    response_format: dict[str, Any] | None = None
+    service_tier: str | None = None
+    store: bool | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    verbosity: str | None = None
+    web_search_options: dict[str, Any] | None = None
 
 
 class TokenizeRequest(APIModel):

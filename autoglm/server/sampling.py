@@ -11,38 +11,72 @@ from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest, Ge
 # Request fields that carry over to SamplingParams under the same name when given.
 _SHARED_FIELDS = (
     "n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "seed", "stop", "ignore_eos", "min_tokens", "stop_token_ids",
+    "repetition_penalty", "seed", "stop", "ignore_eos", "min_tokens", "stop_token_ids", "skip_special_tokens",
+    "include_stop_str_in_output",
 )
 
 
-def completion_sampling_params(request: CompletionRequest) -> SamplingParams:
-    """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too."""
+def completion_sampling_params(request: CompletionRequest, vocab_size: int) -> SamplingParams:
+    """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too.
+
+    ``best_of`` candidates are generated per prompt and ranked by cumulative log-prob, so the engine
+    records log-probs for them even when the request does not ask to see any.
+    """
+    best_of = num_candidates(request)
+    if best_of < request.n:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"best_of must be >= n ({request.n}), got {best_of}",
+                       param="best_of", code="invalid_value")
+    if best_of > request.n and request.stream:
+        raise APIError(HTTPStatus.BAD_REQUEST, "best_of cannot be used with stream: the best candidates are only "
+                       "known once all have finished", param="best_of", code="invalid_value")
+    logprobs = 0 if best_of > request.n and request.logprobs is None else request.logprobs
     prompt_logprobs = request.logprobs if request.echo else None
-    return _build(request, {"max_tokens": request.max_tokens, "logprobs": request.logprobs,
-                            "prompt_logprobs": prompt_logprobs},
-                  request_names={"prompt_logprobs": "logprobs"})
+    request_names = {"prompt_logprobs": "logprobs", "n": "best_of" if best_of > request.n else "n"}
+    return _build(request, {"n": best_of, "max_tokens": request.max_tokens, "logprobs": logprobs,
+                            "prompt_logprobs": prompt_logprobs}, request_names, vocab_size)
 
 
-def chat_sampling_params(request: ChatCompletionRequest) -> SamplingParams:
+def num_candidates(request: CompletionRequest) -> int:
+    """Completions generated per prompt: best_of, which defaults to n."""
+    return request.n if request.best_of is None else request.best_of
+
+
+def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int) -> SamplingParams:
     """``logprobs: true`` turns log-probs on; ``top_logprobs: N`` adds N alternatives per token."""
     if request.top_logprobs is not None and not request.logprobs:
-        raise APIError(HTTPStatus.BAD_REQUEST, "top_logprobs needs logprobs set to true", param="top_logprobs")
+        raise APIError(HTTPStatus.BAD_REQUEST, "top_logprobs needs logprobs set to true", param="top_logprobs",
+                       code="invalid_value")
     use_completion_tokens = request.max_completion_tokens is not None
     max_tokens = request.max_completion_tokens if use_completion_tokens else request.max_tokens
     logprobs = (request.top_logprobs or 0) if request.logprobs else None
     request_names = {"logprobs": "top_logprobs"}
     if use_completion_tokens:
         request_names["max_tokens"] = "max_completion_tokens"
-    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names)
+    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, vocab_size)
 
 
-def _build(request: GenerationRequest, specific: dict[str, Any], request_names: dict[str, str]) -> SamplingParams:
+def _build(request: GenerationRequest, specific: dict[str, Any], request_names: dict[str, str],
+           vocab_size: int) -> SamplingParams:
     """SamplingParams from the shared fields plus `specific`; a bad value is a 400 naming its field."""
     fields = {name: getattr(request, name) for name in _SHARED_FIELDS if getattr(request, name) is not None}
+    fields.update(specific, logit_bias=_logit_bias(request.logit_bias))
     try:
-        return SamplingParams(**fields, **specific)
+        params = SamplingParams(**fields)
+        params.check_vocab(vocab_size)
     except ValueError as error:
         # SamplingParams' messages start with the parameter's name; say the request's name instead.
         name, rest = str(error).split(" ", 1)
         param = request_names.get(name, name)
-        raise APIError(HTTPStatus.BAD_REQUEST, f"{param} {rest}", param=param) from None
+        raise APIError(HTTPStatus.BAD_REQUEST, f"{param} {rest}", param=param, code="invalid_value") from None
+    return params
+
+
+def _logit_bias(logit_bias: dict[str, float] | None) -> dict[int, float] | None:
+    """OpenAI's JSON keys token ids as strings ("50256"); SamplingParams keys them as ints."""
+    if logit_bias is None:
+        return None
+    for key in logit_bias:
+        if not (key.isascii() and key.isdigit()):
+            raise APIError(HTTPStatus.BAD_REQUEST, f"logit_bias keys must be token ids (integers >= 0 written as "
+                           f"strings), got {key!r}", param="logit_bias", code="invalid_value")
+    return {int(key): bias for key, bias in logit_bias.items()}

@@ -1,11 +1,13 @@
 """The flow both generation endpoints share: run the request, answer whole or as a stream.
 
 Each endpoint supplies a ResponseBuilder for its own JSON shapes; admission errors, timeouts,
-disconnects, usage, and the per-request log line are handled here once.
+disconnects, usage, the numbering of a batch of prompts' choices, and the per-request log line
+are handled here once.
 """
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Protocol
 
@@ -26,83 +28,103 @@ from autoglm.server.tracking import CLIENT_CLOSED_REQUEST, RequestTracker
 
 
 class ResponseBuilder(Protocol):
-    """An endpoint's JSON shapes for a whole answer, one choice's chunk, and the closing usage chunk."""
+    """An endpoint's JSON shapes for a whole answer (each prompt's final output, in prompt order),
+    one choice's chunk, and the closing usage chunk."""
 
-    def response(self, output: RequestOutput) -> BaseModel: ...
+    def response(self, outputs: list[RequestOutput]) -> BaseModel: ...
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> BaseModel: ...
 
     def usage_chunk(self, usage: UsageInfo) -> BaseModel: ...
 
 
-def usage_info(output: RequestOutput) -> UsageInfo:
-    prompt_tokens = len(output.prompt_token_ids)
-    completion_tokens = sum(len(completion.token_ids) for completion in output.outputs)
+# What AsyncEngine.generate yields: a prompt's index in the request and its latest output.
+IndexedOutput = tuple[int, RequestOutput]
+
+
+def choice_index(prompt_index: int, choices_per_prompt: int, index: int) -> int:
+    """OpenAI numbers the choices of a batch of prompts prompt by prompt, n to a prompt."""
+    return prompt_index * choices_per_prompt + index
+
+
+def usage_info(outputs: list[RequestOutput]) -> UsageInfo:
+    """Tokens of every prompt and every completion generated, best_of candidates included."""
+    prompt_tokens = sum(len(output.prompt_token_ids) for output in outputs)
+    completion_tokens = sum(len(completion.token_ids) for output in outputs for completion in output.outputs)
     return UsageInfo(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         total_tokens=prompt_tokens + completion_tokens,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=output.num_cached_tokens),
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=sum(output.num_cached_tokens for output in outputs)),
     )
 
 
-async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker, prompt: Prompt,
+async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker, prompts: list[Prompt],
                            params: SamplingParams, body: GenerationRequest, builder: ResponseBuilder) -> Response:
     """Answer one generation request; a failure before the first byte is raised as an APIError.
 
     A stream starts once the first output is in, so an invalid or rejected request still gets a
-    proper status code. A client gone before then is answered with nothing (logged as 499).
+    proper status code (the engine admits a batch of prompts together, so a refused one refuses
+    all). A client gone before then is answered with nothing (logged as 499).
     """
-    outputs = engine.generate(tracker.request_id, prompt, params, priority=body.priority,
+    outputs = engine.generate(tracker.request_id, prompts, params, priority=body.priority,
                               arrival_time=tracker.arrival_time)
     try:
         if not body.stream:
-            final = await until_disconnected(raw, _final_output(outputs, tracker))
+            finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts), tracker))
             tracker.finish(HTTPStatus.OK)
-            return JSONResponse(builder.response(final).model_dump(mode="json"))
+            return JSONResponse(builder.response(finals).model_dump(mode="json"))
         first = await until_disconnected(raw, anext(outputs))
     except ClientDisconnected:
         tracker.finish(CLIENT_CLOSED_REQUEST)
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     except Exception as error:
         api_error = to_api_error(error)
-        tracker.finish(api_error.status)
+        tracker.finish(api_error.status, api_error.body.error.message)
         raise api_error from error
     return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage))
 
 
-async def _final_output(outputs: AsyncIterator[RequestOutput], tracker: RequestTracker) -> RequestOutput:
-    final = None
-    async for final in outputs:
-        tracker.observe(final)
-    assert final is not None, "generate ends with a finished output or an error"
-    return final
+async def _final_outputs(outputs: AsyncIterator[IndexedOutput], num_prompts: int,
+                         tracker: RequestTracker) -> list[RequestOutput]:
+    finals: dict[int, RequestOutput] = {}
+    async for index, output in outputs:
+        tracker.observe(output)
+        finals[index] = output
+    assert len(finals) == num_prompts, "generate ends with every prompt finished or an error"
+    return [finals[index] for index in range(num_prompts)]
 
 
-async def _events(first: RequestOutput, outputs: AsyncGenerator[RequestOutput, None], builder: ResponseBuilder,
+async def _events(first: IndexedOutput, outputs: AsyncGenerator[IndexedOutput, None], builder: ResponseBuilder,
                   tracker: RequestTracker, include_usage: bool) -> AsyncGenerator[str, None]:
-    """Chunks as choices advance, then usage if asked for; an error ends the stream as an error event.
+    """Chunks as choices advance, numbered across the prompts; once every prompt has finished,
+    usage if asked for. An error ends the stream as an error event.
 
     Closing this generator early (the client went away) closes `outputs`, which aborts the request.
     """
-    deltas = DeltaTracker(len(first.outputs))
-    output: RequestOutput | None = first
-    status = CLIENT_CLOSED_REQUEST
+    deltas: dict[int, DeltaTracker] = {}
+    latest: dict[int, RequestOutput] = {}
+    item: IndexedOutput | None = first
+    status, error_message = CLIENT_CLOSED_REQUEST, None
     try:
-        while output is not None:
+        while item is not None:
+            prompt_index, output = item
             tracker.observe(output)
-            for delta in deltas.advance(output):
-                yield sse_event(builder.chunk(delta, output).model_dump_json())
-            if output.finished:
-                if include_usage:
-                    yield sse_event(builder.usage_chunk(usage_info(output)).model_dump_json())
-                status = HTTPStatus.OK
-            output = await anext(outputs, None)
+            latest[prompt_index] = output
+            num_choices = len(output.outputs)
+            for delta in deltas.setdefault(prompt_index, DeltaTracker(num_choices)).advance(output):
+                numbered = replace(delta, index=choice_index(prompt_index, num_choices, delta.index))
+                yield sse_event(builder.chunk(numbered, output).model_dump_json())
+            item = await anext(outputs, None)
+        if include_usage:
+            usage = usage_info([latest[index] for index in sorted(latest)])
+            yield sse_event(builder.usage_chunk(usage).model_dump_json())
+        status = HTTPStatus.OK
     except Exception as error:
         api_error = to_api_error(error)
-        status = api_error.status
+        status, error_message = api_error.status, api_error.body.error.message
         yield sse_event(api_error.body.model_dump_json())
     finally:
         await outputs.aclose()
-        tracker.finish(status)
+        tracker.finish(status, error_message)
     yield DONE_EVENT

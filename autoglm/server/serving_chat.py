@@ -9,6 +9,7 @@ from fastapi import Request, Response
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
+from autoglm.engine.tokenize import encode_text
 from autoglm.outputs import PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
@@ -27,6 +28,7 @@ from autoglm.server.sampling import chat_sampling_params
 from autoglm.server.serving import serve_generation, usage_info
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
+from autoglm.server.unsupported import refuse_unimplemented
 
 
 def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage],
@@ -37,26 +39,27 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     """
     if not tokenizer.chat_template:
         raise APIError(HTTPStatus.BAD_REQUEST, "this model has no chat template; use /v1/completions instead",
-                       param="messages")
+                       param="messages", code="invalid_value")
     try:
         text = tokenizer.apply_chat_template([message.as_template_input() for message in messages],
                                              tokenize=False, add_generation_prompt=add_generation_prompt)
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
-                       param="messages") from None
-    return tokenizer.encode(text, add_special_tokens=False)
+                       param="messages", code="invalid_value") from None
+    return encode_text(tokenizer, text, add_special_tokens=False)
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
     tracker = state.new_tracker("chatcmpl")
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
-        params = chat_sampling_params(body)
+        refuse_unimplemented(body)
+        params = chat_sampling_params(body, engine.engine.model_config.vocab_size)
         tokenizer = engine.engine.tokenizer
         prompt = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs, tokenizer)
-    return await serve_generation(raw, engine, tracker, prompt, params, body, builder)
+    return await serve_generation(raw, engine, tracker, [prompt], params, body, builder)
 
 
 @dataclass
@@ -67,7 +70,8 @@ class ChatBuilder:
     num_logprobs: int | None
     tokenizer: PreTrainedTokenizerBase
 
-    def response(self, output: RequestOutput) -> ChatCompletionResponse:
+    def response(self, outputs: list[RequestOutput]) -> ChatCompletionResponse:
+        (output,) = outputs  # a chat request holds one conversation
         choices = [
             ChatChoice(
                 index=completion.index,
@@ -78,7 +82,7 @@ class ChatBuilder:
             for completion in output.outputs
         ]
         return ChatCompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
-                                      usage=usage_info(output))
+                                      usage=usage_info(outputs))
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> ChatCompletionChunk:
         # The role goes out once, with each choice's first chunk.

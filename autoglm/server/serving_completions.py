@@ -1,4 +1,4 @@
-"""POST /v1/completions: a prompt in, text out, in OpenAI's legacy completions shapes."""
+"""POST /v1/completions: a prompt, or a batch of them, in; text out, in OpenAI's legacy completions shapes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,49 +6,56 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.logprobs import completion_logprobs, token_decoder
 from autoglm.server.protocol import CompletionRequest
 from autoglm.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
 from autoglm.server.sampling import completion_sampling_params
-from autoglm.server.serving import serve_generation, usage_info
+from autoglm.server.serving import choice_index, serve_generation, usage_info
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
+from autoglm.server.unsupported import refuse_unimplemented
 
 
 async def create_completion(raw: Request, state: ServerState, body: CompletionRequest) -> Response:
     tracker = state.new_tracker("cmpl")
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
-        params = completion_sampling_params(body)
+        refuse_unimplemented(body)
+        params = completion_sampling_params(body, engine.engine.model_config.vocab_size)
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
-                                body.logprobs, engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, body.prompt, params, body, builder)
+                                body.logprobs, body.n, engine.engine.tokenizer)
+    return await serve_generation(raw, engine, tracker, body.prompts, params, body, builder)
 
 
 @dataclass
 class CompletionBuilder:
-    """With ``echo`` each choice's text (and log-probs) starts with the prompt's."""
+    """With ``echo`` each choice's text (and log-probs) starts with its own prompt's.
+
+    With ``best_of`` each prompt's candidates outnumber ``n``: its choices are the n with the highest
+    cumulative log-prob, best first.
+    """
 
     request_id: str
     created: int
     model: str
     echo: bool
     num_logprobs: int | None
+    n: int
     tokenizer: PreTrainedTokenizerBase
 
-    def response(self, output: RequestOutput) -> CompletionResponse:
-        prefix = self._echoed_prompt(output)
-        choices = [
-            CompletionChoice(
-                index=completion.index,
-                text=prefix + completion.text,
-                logprobs=self._logprobs(output, completion.token_ids, completion.logprobs, self.echo, 0),
-                finish_reason=completion.finish_reason,
-            )
-            for completion in output.outputs
-        ]
-        return self._wrap(choices, usage_info(output))
+    def response(self, outputs: list[RequestOutput]) -> CompletionResponse:
+        choices = []
+        for prompt_index, output in enumerate(outputs):
+            prefix = self._echoed_prompt(output)
+            for rank, completion in enumerate(self._best(output.outputs)):
+                choices.append(CompletionChoice(
+                    index=choice_index(prompt_index, self.n, rank),
+                    text=prefix + completion.text,
+                    logprobs=self._logprobs(output, completion.token_ids, completion.logprobs, self.echo, 0),
+                    finish_reason=completion.finish_reason,
+                ))
+        return self._wrap(choices, usage_info(outputs))
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> CompletionResponse:
         # The echoed prompt goes out with each choice's first chunk.
@@ -66,6 +73,13 @@ class CompletionBuilder:
     def _wrap(self, choices: list[CompletionChoice], usage: UsageInfo | None) -> CompletionResponse:
         return CompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
                                   usage=usage)
+
+    def _best(self, candidates: list[CompletionOutput]) -> list[CompletionOutput]:
+        """The n choices to return: every completion, or the likeliest n of best_of candidates."""
+        if len(candidates) == self.n:
+            return candidates
+        # best_of > n: the sampling params asked the engine for log-probs, so every candidate has a sum.
+        return sorted(candidates, key=lambda completion: completion.cumulative_logprob, reverse=True)[:self.n]
 
     def _echoed_prompt(self, output: RequestOutput) -> str:
         if not self.echo:

@@ -27,32 +27,55 @@ def _ms(start: float | None, end: float | None) -> float | None:
 
 
 @dataclass
+class TokenCounts:
+    prompt: int
+    cached: int
+    completion: int
+
+
+@dataclass
 class RequestTracker:
-    """Token latencies are timed as outputs reach the server, once per step that added tokens: the
-    engine's own timestamps live in one object it keeps updating, so they may already be a step ahead."""
+    """One HTTP request, which may hold several engine requests (a batch of prompts): its counts sum theirs.
+
+    Token latencies are timed as outputs reach the server, once per step that added tokens: the
+    engine's own timestamps live in one object it keeps updating, so they may already be a step ahead.
+    """
 
     request_id: str
     metrics: ServerMetrics
     arrival_time: float = field(default_factory=time.time)
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # of the first choice of the prompt that reported last
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
+    _counts: dict[str, TokenCounts] = field(default_factory=dict, init=False)  # by engine request id
     _last_token_time: float | None = field(default=None, init=False)
     _ended: bool = field(default=False, init=False)
 
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(counts.prompt for counts in self._counts.values())
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(counts.cached for counts in self._counts.values())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(counts.completion for counts in self._counts.values())
+
     def observe(self, output: RequestOutput) -> None:
         """Take in one engine output: token counts, first-token and inter-token latency."""
-        completion_tokens = sum(len(completion.token_ids) for completion in output.outputs)
-        self.prompt_tokens = len(output.prompt_token_ids)
-        self.cached_tokens = output.num_cached_tokens
+        completion_tokens_before = self.completion_tokens
+        self._counts[output.request_id] = TokenCounts(
+            prompt=len(output.prompt_token_ids),
+            cached=output.num_cached_tokens,
+            completion=sum(len(completion.token_ids) for completion in output.outputs),
+        )
         self.finish_reason = output.outputs[0].finish_reason
-        self.first_scheduled_time = output.metrics.first_scheduled_time
-        if completion_tokens == self.completion_tokens:
+        if self.first_scheduled_time is None:
+            self.first_scheduled_time = output.metrics.first_scheduled_time
+        if self.completion_tokens == completion_tokens_before:
             return
-        self.completion_tokens = completion_tokens
         now = time.time()
         if self._last_token_time is None:
             self.first_token_time = now
@@ -67,11 +90,12 @@ class RequestTracker:
         try:
             yield
         except APIError as error:
-            self.finish(error.status)
+            self.finish(error.status, error.body.error.message)
             raise
 
-    def finish(self, status: int) -> None:
-        """Write the request's log line and, if it succeeded, its end-to-end metrics. Idempotent."""
+    def finish(self, status: int, error: str | None = None) -> None:
+        """Write the request's log line (with the error message of a failed one) and, if it succeeded,
+        its end-to-end metrics. Idempotent."""
         if self._ended:
             return
         self._ended = True
@@ -93,4 +117,5 @@ class RequestTracker:
             "ttft_ms": _ms(self.arrival_time, self.first_token_time),
             "e2e_ms": _ms(self.arrival_time, now),
             "finish_reason": self.finish_reason,
+            "error": error,
         }))

@@ -39,20 +39,23 @@ def assert_still_serving(server) -> None:
     assert post(server, "/v1/completions", json={"prompt": "Hello", "max_tokens": 2}).status_code == 200
 
 
-@pytest.mark.parametrize("body, param, words", [
-    ({"prompt": "Hello", "temperature": 3.0}, "temperature", "temperature must be in [0, 2], got 3.0"),
-    ({"prompt": "Hello", "top_p": 0}, "top_p", "top_p must be in (0, 1]"),
-    ({"prompt": "Hello", "n": 0}, "n", "n must be in [1, 16]"),
-    ({"prompt": "Hello", "logprobs": 50}, "logprobs", "logprobs must be in [0, 20]"),
-    ({"prompt": "Hello", "temperature": "hot"}, "temperature", "temperature: Input should be a valid number"),
-    ({"prompt": 42}, "prompt", "prompt: expected str or list[int] (got 42)"),
-    ({"max_tokens": 4}, "prompt", "prompt: Field required"),
+@pytest.mark.parametrize("body, param, code, words", [
+    ({"prompt": "Hello", "temperature": 3.0}, "temperature", "invalid_value", "temperature must be in [0, 2], got 3.0"),
+    ({"prompt": "Hello", "top_p": 0}, "top_p", "invalid_value", "top_p must be in (0, 1]"),
+    ({"prompt": "Hello", "n": 0}, "n", "invalid_value", "n must be in [1, 16]"),
+    ({"prompt": "Hello", "logprobs": 50}, "logprobs", "invalid_value", "logprobs must be in [0, 20]"),
+    ({"prompt": "Hello", "temperature": "hot"}, "temperature", "invalid_type",
+     "temperature: Input should be a valid number"),
+    ({"prompt": 42}, "prompt", "invalid_type",
+     "prompt: expected str or list[str] or list[int] or list[list[int]] (got 42)"),
+    ({"prompt": []}, "prompt", "invalid_value", "prompt: give at least one prompt"),
+    ({"max_tokens": 4}, "prompt", "missing_required_parameter", "prompt: Field required"),
 ])
-def test_invalid_completion_parameters_are_400(server, body, param, words):
+def test_invalid_completion_parameters_are_400(server, body, param, code, words):
     response = post(server, "/v1/completions", json=body)
     assert response.status_code == 400
     error = error_of(response)
-    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert error["type"] == "invalid_request_error" and (error["param"], error["code"]) == (param, code)
     assert words in error["message"]
 
 
@@ -72,6 +75,7 @@ def test_prompt_past_the_context_names_both_numbers(server):
     assert caught.value.status_code == 400
     message = caught.value.body["message"]
     assert "maximum context length is 256 tokens" in message and "300 in max_tokens" in message
+    assert caught.value.body["code"] == "context_length_exceeded"
 
 
 @pytest.mark.parametrize("content", [b'{"prompt": ', b"[1, 2]", b"not json at all", b""])
@@ -79,6 +83,7 @@ def test_malformed_bodies_are_400_not_422(server, content):
     response = post(server, "/v1/completions", content=content, headers={"content-type": "application/json"})
     assert response.status_code == 400
     assert error_of(response)["type"] == "invalid_request_error"
+    assert error_of(response)["code"] in ("invalid_json", "invalid_value")
 
 
 def test_unknown_model_is_404_and_served_or_missing_name_is_fine(server):
@@ -97,6 +102,9 @@ def test_refused_requests_are_logged_with_their_status(server, caplog):
     lines = [json.loads(record.getMessage()) for record in caplog.records if record.name == "autoglm.requests"]
     assert [line["status"] for line in lines] == [400, 404, 400]
     assert lines[2]["prompt_tokens"] == 0 and lines[2]["finish_reason"] is None
+    assert lines[0]["error"] == "temperature must be in [0, 2], got 5.0"
+    assert "The model `x` does not exist" in lines[1]["error"]
+    assert "maximum context length is 256 tokens" in lines[2]["error"]
 
 
 def test_full_waiting_queue_is_429_with_retry_after(single_slot_server, monkeypatch):

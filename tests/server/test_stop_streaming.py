@@ -45,12 +45,7 @@ def unstopped(server) -> tuple[list[str], str]:
     return texts, stop_across_a_token_boundary(texts[0], choices[0].logprobs.text_offset)
 
 
-@pytest.mark.parametrize("include_stop", [
-    False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "the server drops include_stop_str_in_output: it is neither a field of GenerationRequest "
-        "(autoglm/server/protocol.py) nor passed to SamplingParams (_SHARED_FIELDS in autoglm/server/sampling.py)"))),
-])
+@pytest.mark.parametrize("include_stop", [False, True])
 def test_stop_string_across_tokens_cuts_every_choice_streamed_and_whole(server, unstopped, include_stop):
     texts, stop = unstopped
     extra_body = {"ignore_eos": True, **({"include_stop_str_in_output": True} if include_stop else {})}

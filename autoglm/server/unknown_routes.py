@@ -1,0 +1,22 @@
+"""What a request for a route this server lacks is told: which OpenAI API it is not, or that the URL is unknown."""
+from __future__ import annotations
+
+from http import HTTPStatus
+
+# OpenAI's APIs beside text generation, by their first path segment under /v1.
+OPENAI_APIS_NOT_SERVED = frozenset({
+    "assistants", "audio", "batches", "containers", "conversations", "embeddings", "evals", "files",
+    "fine_tuning", "images", "moderations", "realtime", "responses", "threads", "uploads", "vector_stores",
+})
+SERVED_ROUTES = "POST /v1/completions, POST /v1/chat/completions and GET /v1/models"
+
+
+def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:
+    """The message and code for a 404 or 405 Starlette raised for `method` `path`."""
+    if status == HTTPStatus.METHOD_NOT_ALLOWED:
+        return f"{method} is not allowed on {path}", "method_not_allowed"
+    parts = path.strip("/").split("/")
+    if len(parts) > 1 and parts[0] == "v1" and parts[1] in OPENAI_APIS_NOT_SERVED:
+        return (f"/v1/{parts[1]} is not supported by this server: it serves text generation only "
+                f"({SERVED_ROUTES})"), "unsupported_endpoint"
+    return f"unknown URL: {method} {path}; this server serves {SERVED_ROUTES}", "unknown_url"
