@@ -182,6 +182,14 @@ class AutoGLMConfig(BaseModel):
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
+    scheduling_policy: Literal["priority", "fcfs"] = Field(
+        "priority",
+        description=(
+            "Queue order: 'priority' (lower request priority first, aged so none starves; arrival order "
+            "on ties) or 'fcfs' (arrival order, priorities ignored)."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     num_threads: int | None = Field(
         None, ge=1, description="CPU threads for torch; None keeps torch's choice.", json_schema_extra=_DEVICE
     )
