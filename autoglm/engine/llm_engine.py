@@ -69,6 +69,8 @@ class LLMEngine:
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
             SCHEDULING_POLICIES[config.scheduling_policy](),
         )
+        # Unseeded requests draw from this, not torch's global RNG: engines in one process stay independent.
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.requests: dict[str, RequestState] = {}
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
@@ -157,9 +159,9 @@ class LLMEngine:
             )
         return params.max_tokens
 
-    def _generator(self, params: SamplingParams, index: int) -> torch.Generator | None:
+    def _generator(self, params: SamplingParams, index: int) -> torch.Generator:
         if params.seed is None:
-            return None
+            return self.generator
         generator = torch.Generator(device=self.device)
         generator.manual_seed((params.seed + index) % 2**64)  # n > 1: each completion its own stream
         return generator
