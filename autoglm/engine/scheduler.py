@@ -66,7 +66,7 @@ class Scheduler:
     def num_unfinished(self) -> int:
         return len(self.waiting) + len(self.running)
 
-    def _queue_key(self, seq: Sequence) -> tuple:
+    def _queue_key(self, seq: Sequence) -> tuple[object, ...]:
         return self.policy.queue_key(seq, self.num_steps)
 
     def add(self, seq: Sequence) -> None:

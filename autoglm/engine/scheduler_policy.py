@@ -59,9 +59,9 @@ class PriorityPolicy(SchedulerPolicy):
     """Lower priority value first, aged so that none starves; first come, first served on ties.
 
     A sequence's priority value drops by one for every ``aging_steps`` steps since its request
-    was queued. All requests age at the same rate, so two waiting requests never swap places: a
-    request overtakes the ones queued before it by the difference in priority, and those queued
-    after it by that difference plus one per ``aging_steps`` steps between them.
+    was queued. All requests age at the same rate, so two waiting requests never swap places:
+    a request whose value is lower by d goes ahead of those queued fewer than
+    ``d * aging_steps`` steps before it, and no further.
     """
 
     def __init__(self, aging_steps: int = PRIORITY_AGING_STEPS) -> None:
