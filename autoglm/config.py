@@ -182,10 +182,21 @@ class AutoGLMConfig(BaseModel):
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
+    scheduling_policy: Literal["priority", "fcfs"] = Field(
+        "priority",
+        description=(
+            "Queue order: 'priority' (lower request priority first, aged so none starves; arrival order "
+            "on ties) or 'fcfs' (arrival order, priorities ignored)."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     num_threads: int | None = Field(
         None, ge=1, description="CPU threads for torch; None keeps torch's choice.", json_schema_extra=_DEVICE
     )
-    seed: int = Field(0, description="Seed for requests that do not give their own.", json_schema_extra=_MODEL)
+    seed: int = Field(
+        0, description="Seed of the engine's own generator, for requests that do not give their own.",
+        json_schema_extra=_MODEL,
+    )
     host: str = Field("127.0.0.1", description="Address the server listens on.", json_schema_extra=_SERVER)
     port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.", json_schema_extra=_SERVER)
     max_waiting_requests: int = Field(

@@ -16,6 +16,7 @@ from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.kernels.cpu_extension import cpu_kernels
@@ -65,8 +66,11 @@ class LLMEngine:
             reserve_tokens_per_seq=None if config.use_paged_attention else self.max_context_len,
         )
         self.scheduler = Scheduler(
-            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill
+            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
+            SCHEDULING_POLICIES[config.scheduling_policy](),
         )
+        # Unseeded requests draw from this, not torch's global RNG: engines in one process stay independent.
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.requests: dict[str, RequestState] = {}
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
@@ -155,9 +159,9 @@ class LLMEngine:
             )
         return params.max_tokens
 
-    def _generator(self, params: SamplingParams, index: int) -> torch.Generator | None:
+    def _generator(self, params: SamplingParams, index: int) -> torch.Generator:
         if params.seed is None:
-            return None
+            return self.generator
         generator = torch.Generator(device=self.device)
         generator.manual_seed((params.seed + index) % 2**64)  # n > 1: each completion its own stream
         return generator

@@ -1,20 +1,15 @@
 """Iteration-level scheduling: which sequences run in the next step, and how many tokens each.
 
 Each step has a token budget (``max_num_batched_tokens``) and a sequence cap
-(``max_num_seqs``). Decodes go first (one token each), then the prompt chunks of running
-sequences (a prompt read in chunks, a preempted sequence being recomputed), then waiting
-sequences are admitted in queue order. When a running sequence needs a block and none is
-free, the running sequence last in queue order is preempted: its blocks are freed and it is
-recomputed later.
-
-Queue order is by priority value (lower first), aged: a request's effective priority value
-drops by one for every ``priority_aging_steps`` steps since it was queued, so no priority
-starves. All requests age at the same rate, so the order of two requests never changes
-while they wait; aging amounts to sorting on ``priority + queued_step / priority_aging_steps``.
+(``max_num_seqs``). Running sequences take the budget first, in the order the policy gives
+(decodes, one token each, before prompt chunks by default); then waiting sequences are
+admitted in the policy's queue order. When a running sequence needs a block and none is
+free, the policy's victim is preempted: its blocks are freed and it is recomputed later.
+The orders themselves live in :mod:`autoglm.engine.scheduler_policy`.
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
-admitted: the scheduler always makes progress.
+admitted: the scheduler always makes progress, whatever the policy.
 """
 from __future__ import annotations
 
@@ -22,9 +17,8 @@ import bisect
 from dataclasses import dataclass, field
 
 from autoglm.engine.block_manager import BlockManager
+from autoglm.engine.scheduler_policy import PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, SequenceStatus
-
-PRIORITY_AGING_STEPS = 100
 
 
 @dataclass
@@ -48,7 +42,7 @@ class ScheduledBatch:
 
 
 class Scheduler:
-    """Keeps the waiting and running queues, both sorted by :meth:`queue_key`."""
+    """Keeps the waiting queue, in the policy's order as of the latest step, and the running sequences."""
 
     def __init__(
         self,
@@ -56,13 +50,13 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool = True,
-        priority_aging_steps: int = PRIORITY_AGING_STEPS,
+        policy: SchedulerPolicy | None = None,
     ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
-        self.priority_aging_steps = priority_aging_steps
+        self.policy = policy or PriorityPolicy()
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.num_steps = 0
@@ -72,16 +66,15 @@ class Scheduler:
     def num_unfinished(self) -> int:
         return len(self.waiting) + len(self.running)
 
-    def queue_key(self, seq: Sequence) -> tuple[float, float, int]:
-        """Lower sorts first: aged priority, then arrival, then creation order."""
-        return (seq.priority + seq.queued_step / self.priority_aging_steps, seq.arrival_time, seq.seq_id)
+    def _queue_key(self, seq: Sequence) -> tuple[object, ...]:
+        return self.policy.queue_key(seq, self.num_steps)
 
     def add(self, seq: Sequence) -> None:
         """Queue ``seq``; an n > 1 completion counts as queued when its request was."""
         if seq.queued_step is None:
             seq.queued_step = seq.parent.queued_step if seq.parent is not None else self.num_steps
         seq.status = SequenceStatus.WAITING
-        bisect.insort(self.waiting, seq, key=self.queue_key)
+        bisect.insort(self.waiting, seq, key=self._queue_key)
 
     def finish(self, seq: Sequence) -> None:
         """Remove a sequence for good (finished or aborted) and release its blocks."""
@@ -92,12 +85,10 @@ class Scheduler:
         self.block_manager.free(seq)
 
     def schedule(self) -> ScheduledBatch:
-        """The next step: every running decode, then running prompt chunks, then admissions, as budget lasts."""
+        """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
         self.num_steps += 1
         batch = ScheduledBatch()
-        decodes = [seq for seq in self.running if seq.num_tokens - seq.num_computed_tokens == 1]
-        prompt_chunks = [seq for seq in self.running if seq.num_tokens - seq.num_computed_tokens > 1]
-        for seq in decodes + prompt_chunks:
+        for seq in self.policy.budget_order(self.running, self.num_steps):
             budget = self.max_num_batched_tokens - batch.num_tokens
             if budget == 0:
                 break
@@ -108,15 +99,16 @@ class Scheduler:
                 batch.add(seq, num_new)
         if not batch.preempted:
             self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
+        self.policy.step_scheduled(batch)
         return batch
 
     def _allocate_or_preempt(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> bool:
-        """Find blocks for ``seq`` by preempting from the back of the running queue; False if ``seq`` itself went.
+        """Find blocks for ``seq`` by preempting the policy's victims; False if ``seq`` itself went.
 
         A victim already in this step's batch leaves it, and its tokens go back to the budget.
         """
         while not self.block_manager.allocate(seq, num_new):
-            victim = self.running[-1]
+            victim = self.policy.preemption_victim(self.running, self.num_steps)
             if victim in batch.seqs:
                 batch.remove(victim)
             self._preempt(victim)
@@ -142,6 +134,7 @@ class Scheduler:
         """
         if not self.waiting:
             return
+        self.waiting.sort(key=self._queue_key)  # a policy's keys may change from step to step
         in_flight = self._blocks_in_flight()
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
@@ -162,7 +155,7 @@ class Scheduler:
                 seq.num_cached_tokens = seq.num_computed_tokens
             self.waiting.pop(index)
             seq.status = SequenceStatus.RUNNING
-            bisect.insort(self.running, seq, key=self.queue_key)
+            self.running.append(seq)
             in_flight.update(self._unpublished_hashes(seq))
             batch.add(seq, num_new)
             budget -= num_new

@@ -14,6 +14,7 @@ from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
+from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.kernels.cpu_linear import keep_bf16_weight_copies
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
@@ -64,8 +65,7 @@ def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.
 def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     """Each stage logs at INFO, so a command line shows what a slow start is doing."""
     started = time.perf_counter()
-    if config.num_threads is not None:
-        torch.set_num_threads(config.num_threads)
+    claim_num_threads(config.num_threads)
     if not config.enable_chunked_prefill and config.max_num_batched_tokens < config.max_context_len:
         raise ValueError(
             f"with enable_chunked_prefill off, max_num_batched_tokens ({config.max_num_batched_tokens}) must be "
@@ -79,7 +79,6 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     if dtype != requested_dtype:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
                        "keeps half precision, emulated and slower)", requested_dtype)
-    torch.manual_seed(config.seed)
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     logger.info("loading %s weights from %s as %s on %s", model_config.architecture, model_path,

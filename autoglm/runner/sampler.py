@@ -35,7 +35,7 @@ class SamplingBatch:
     output_token_counts: torch.Tensor | None  # [N, V] float
     min_tokens_ban: tuple[torch.Tensor, torch.Tensor] | None  # (rows, token ids) to mask out
     logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
-    generators: dict[int, torch.Generator]  # sampled rows that own their randomness
+    generators: dict[int, torch.Generator | None]  # each sampled row's generator; None: torch's global RNG
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
 
     @classmethod
@@ -99,7 +99,7 @@ class SamplingBatch:
             output_token_counts=output_token_counts,
             min_tokens_ban=_min_tokens_ban(params, output_token_ids, eos_token_ids, vocab_size, device),
             logit_bias=_logit_bias(params, device),
-            generators={row: g for row, (g, s) in enumerate(zip(generators, sampled)) if s and g is not None},
+            generators={row: g for row, (g, s) in enumerate(zip(generators, sampled)) if s},
             max_num_logprobs=max((p.logprobs for p in params if p.logprobs is not None), default=None),
         )
 
@@ -155,15 +155,20 @@ def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     return torch.where(batch.greedy, logits.argmax(dim=-1), sampled)
 
 
-def _draw(probs: torch.Tensor, generators: dict[int, torch.Generator]) -> torch.Tensor:
+def _draw(probs: torch.Tensor, generators: dict[int, torch.Generator | None]) -> torch.Tensor:
     """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i / sum(p), like
-    multinomial, without needing normalised probs; a seeded row's E comes from its own
-    generator alone, so its draw does not depend on the rest of the batch."""
-    noise = torch.empty_like(probs)
-    if len(generators) < probs.shape[0]:
-        noise.exponential_()
+    multinomial, without needing normalised probs. A row with a generator of its own (a seeded
+    request) draws from it alone, so its draw does not depend on the rest of the batch; rows
+    sharing one (an engine's unseeded requests) draw from it in one call. Greedy rows draw nothing."""
+    noise = torch.ones_like(probs)
+    rows_by_generator: dict[torch.Generator | None, list[int]] = {}
     for row, generator in generators.items():
-        noise[row].exponential_(generator=generator)
+        rows_by_generator.setdefault(generator, []).append(row)
+    for generator, rows in rows_by_generator.items():
+        if len(rows) == probs.shape[0]:
+            noise.exponential_(generator=generator)
+        else:
+            noise[rows] = noise.new_empty(len(rows), probs.shape[1]).exponential_(generator=generator)
     return probs.div(noise).argmax(dim=-1)
 
 

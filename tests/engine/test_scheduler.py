@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.scheduler_policy import PriorityPolicy
 from tests.engine.scheduling import make_seq, run_batch
 
 
@@ -30,7 +31,8 @@ def test_aging_lets_a_low_priority_request_past_a_stream_of_urgent_ones():
     """One slot, and every step a new urgent request: the low-priority one still runs, after
     its priority has aged by the difference (3 levels of 10 steps)."""
     manager = BlockManager(num_blocks=64, block_size=4)
-    scheduler = Scheduler(manager, max_num_seqs=1, max_num_batched_tokens=64, priority_aging_steps=10)
+    scheduler = Scheduler(manager, max_num_seqs=1, max_num_batched_tokens=64,
+                          policy=PriorityPolicy(aging_steps=10))
     patient = make_seq([1, 2, 3], request_id="patient", max_tokens=1, priority=3)
     scheduler.add(patient)
     for step in range(60):

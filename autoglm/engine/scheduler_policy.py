@@ -1,0 +1,86 @@
+"""The choices a scheduler leaves to its policy: who is admitted first, who gets a step's token
+budget first, and who gives up its blocks when the pool runs out.
+
+The :class:`~autoglm.engine.scheduler.Scheduler` keeps the mechanics (the token budget, the
+sequence cap, blocks, prefix sharing, the progress guarantee) and asks its policy for these
+orders every step, so a new policy is a subclass and the scheduler does not change. A
+per-tenant weighted fair share, for one, would:
+
+- override :meth:`SchedulerPolicy.queue_key` to sort on the tenant's virtual time (tokens served
+  to the tenant divided by its weight), then arrival: a sequence of the least-served tenant
+  comes first. Keys may change from step to step; the scheduler sorts its queues again each step;
+- count the tokens each tenant was served in :meth:`SchedulerPolicy.step_scheduled`;
+- keep the default decode-first budget order and preemption victim (last in queue order: the
+  tenant furthest ahead loses its blocks first), or override them too.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from autoglm.engine.sequence import Sequence
+
+if TYPE_CHECKING:
+    from autoglm.engine.scheduler import ScheduledBatch
+
+PRIORITY_AGING_STEPS = 100
+
+
+def is_decode(seq: Sequence) -> bool:
+    """Only the newest token is left to compute: the sequence is generating, not reading a prompt."""
+    return seq.num_tokens - seq.num_computed_tokens == 1
+
+
+class SchedulerPolicy(ABC):
+    """Orders sequences for a scheduler; subclasses define :meth:`queue_key`."""
+
+    @abstractmethod
+    def queue_key(self, seq: Sequence, step: int) -> tuple[Any, ...]:
+        """Where ``seq`` sorts at scheduler step ``step``, waiting or running: lower first. The last
+        element should be ``seq.seq_id``, so that no two sequences tie."""
+
+    def budget_order(self, running: list[Sequence], step: int) -> list[Sequence]:
+        """The order running sequences take the step's token budget: every decode first (one token
+        each keeps every stream moving), then prompt chunks; each group in queue order."""
+        ordered = sorted(running, key=lambda seq: self.queue_key(seq, step))
+        return [seq for seq in ordered if is_decode(seq)] + [seq for seq in ordered if not is_decode(seq)]
+
+    def preemption_victim(self, running: list[Sequence], step: int) -> Sequence:
+        """The running sequence whose blocks are taken when another needs one and none is free:
+        the last in queue order, the one the queue would have admitted last."""
+        return max(running, key=lambda seq: self.queue_key(seq, step))
+
+    def step_scheduled(self, batch: ScheduledBatch) -> None:
+        """Told every step's work once it is chosen; a policy that orders by service received
+        counts it here. The built-in policies order by what each sequence carries and ignore it."""
+
+
+class PriorityPolicy(SchedulerPolicy):
+    """Lower priority value first, aged so that none starves; first come, first served on ties.
+
+    A sequence's priority value drops by one for every ``aging_steps`` steps since its request
+    was queued. All requests age at the same rate, so two waiting requests never swap places:
+    a request whose value is lower by d goes ahead of those queued fewer than
+    ``d * aging_steps`` steps before it, and no further.
+    """
+
+    def __init__(self, aging_steps: int = PRIORITY_AGING_STEPS) -> None:
+        if aging_steps < 1:
+            raise ValueError(f"aging_steps must be at least 1, got {aging_steps}")
+        self.aging_steps = aging_steps
+
+    def queue_key(self, seq: Sequence, step: int) -> tuple[int, float, int]:
+        # The aged priority in units of 1/aging_steps, in integers so that ties are exact.
+        aged_priority = seq.priority * self.aging_steps - (step - seq.queued_step)
+        return aged_priority, seq.arrival_time, seq.seq_id
+
+
+class FcfsPolicy(SchedulerPolicy):
+    """First come, first served: arrival order; request priorities are ignored."""
+
+    def queue_key(self, seq: Sequence, step: int) -> tuple[float, int]:
+        return seq.arrival_time, seq.seq_id
+
+
+# The values of the ``scheduling_policy`` setting.
+SCHEDULING_POLICIES: dict[str, type[SchedulerPolicy]] = {"priority": PriorityPolicy, "fcfs": FcfsPolicy}
