@@ -1,7 +1,9 @@
 """Every test runs with no AUTOGLM_* variables and leaves the autoglm loggers' level as it found it.
 
 Settings are read from the environment, so a variable set on the machine running the tests
-would otherwise change what they see; the command line sets the loggers' level.
+would otherwise change what they see; the command line sets the loggers' level. The one
+variable kept is the CPU-feature override: it is how a whole run takes the path of another
+kind of CPU (``make test`` does so on a CPU with bfloat16 units).
 """
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ import os
 import pytest
 
 from autoglm.config import ENV_PREFIX
+from autoglm.platforms import CPU_DISABLE_FLAGS_ENV
 
 
 @pytest.fixture(autouse=True)
 def no_autoglm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in os.environ:
-        if variable.startswith(ENV_PREFIX):
+        if variable.startswith(ENV_PREFIX) and variable != CPU_DISABLE_FLAGS_ENV:
             monkeypatch.delenv(variable)
 
 
