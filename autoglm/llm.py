@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence as SequenceABC
+from dataclasses import replace
 
 from tqdm.auto import tqdm
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine, Prompt
+from autoglm.errors import InvalidRequestError
 from autoglm.outputs import RequestOutput
-from autoglm.sampling_params import SamplingParams
+from autoglm.sampling_params import RequestOutputKind, SamplingParams
 
 
 def _as_prompt_list(prompts: Prompt | SequenceABC[Prompt]) -> list[Prompt]:
@@ -59,17 +61,20 @@ class LLM:
         else:
             params_list = list(sampling_params)
             if len(params_list) != len(prompt_list):
-                raise ValueError(
+                raise InvalidRequestError(
                     f"got {len(params_list)} SamplingParams for {len(prompt_list)} prompts; give one, or one per prompt"
                 )
         priorities = list(priority) if priority is not None else [0] * len(prompt_list)
         if len(priorities) != len(prompt_list):
-            raise ValueError(f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt")
+            raise InvalidRequestError(
+                f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt"
+            )
         request_ids = []
         try:
             for prompt, params, prio in zip(prompt_list, params_list, priorities):
                 request_id = str(next(self._request_counter))
-                self.engine.add_request(request_id, prompt, params, priority=prio)
+                final_only = replace(params, output_kind=RequestOutputKind.FINAL_ONLY)
+                self.engine.add_request(request_id, prompt, final_only, priority=prio)
                 request_ids.append(request_id)
             return self._run(request_ids, use_tqdm)
         finally:
@@ -82,9 +87,17 @@ class LLM:
             while len(finished) < len(request_ids):
                 for output in self.engine.step():
                     if output.finished:
+                        self._decode_logprob_tokens(output)
                         finished[output.request_id] = output
                         bar.update(1)
         return [finished[request_id] for request_id in request_ids]
+
+    def _decode_logprob_tokens(self, output: RequestOutput) -> None:
+        """Fill in each log-prob's token text, which the engine leaves to whoever reads it."""
+        positions = [*(output.prompt_logprobs or []), *(p for c in output.outputs for p in c.logprobs or [])]
+        for position in positions:
+            for token_id, logprob in (position or {}).items():
+                logprob.decoded_token = self.engine.tokenizer.decode([token_id])
 
 
 class OpenAutoGLM(LLM):

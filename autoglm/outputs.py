@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 
 @dataclass
@@ -44,10 +45,24 @@ class CompletionOutput:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
+    def add(self, delta: CompletionOutput) -> None:
+        """Append this completion's next delta; the running sum and the finish come from the later one."""
+        self.text += delta.text
+        self.token_ids.extend(delta.token_ids)
+        if delta.logprobs is not None:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(delta.logprobs)
+        self.cumulative_logprob = delta.cumulative_logprob
+        self.finish_reason, self.stop_reason = delta.finish_reason, delta.stop_reason
+
 
 @dataclass
 class RequestOutput:
-    """The state of one request after an engine step; ``finished`` once every completion ended."""
+    """What one request produced: with ``RequestOutputKind.DELTA`` only what is new since its last
+    output (the completions that advanced, their new tokens, text and log-probs; the prompt's
+    log-probs once, when all are scored), with ``FINAL_ONLY`` everything, once it has finished.
+    ``finished`` once every completion ended."""
 
     request_id: str
     prompt: str | None
@@ -58,3 +73,30 @@ class RequestOutput:
     prompt_logprobs: list[PositionLogprobs | None] | None = None
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
     error: str | None = field(default=None)
+
+    def add(self, delta: RequestOutput) -> None:
+        """Fold the request's next delta into this output: deltas added up in order give the whole."""
+        completions = {completion.index: completion for completion in self.outputs}
+        for completion in delta.outputs:
+            if completion.index in completions:
+                completions[completion.index].add(completion)
+            else:
+                self.outputs.append(completion)
+        self.outputs.sort(key=lambda completion: completion.index)
+        if delta.prompt_logprobs is not None:
+            self.prompt_logprobs = delta.prompt_logprobs
+        self.finished = delta.finished
+        self.metrics = delta.metrics
+        self.num_cached_tokens = delta.num_cached_tokens
+
+
+Key = TypeVar("Key")
+
+
+def add_delta(outputs: dict[Key, RequestOutput], key: Key, delta: RequestOutput) -> None:
+    """Fold `delta` into ``outputs[key]``; the first delta of a request becomes that entry."""
+    whole = outputs.get(key)
+    if whole is None:
+        outputs[key] = delta
+    else:
+        whole.add(delta)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+from autoglm.errors import InvalidRequestError
 
 MAX_N = 16
 MAX_LOGPROBS = 20
@@ -11,6 +14,15 @@ MAX_LOGIT_BIAS = 100
 GREEDY_TEMPERATURE = 1e-5
 # The range torch.Generator.manual_seed accepts.
 MIN_SEED, MAX_SEED = -(2**63), 2**64 - 1
+
+
+class RequestOutputKind(Enum):
+    """When the engine hands out a request's output (vLLM's names). There is no cumulative kind:
+    re-sending the whole history every step would cost quadratic time over a long generation."""
+
+    DELTA = "delta"  # every step that produced tokens: only what is new since the last output
+    FINAL_ONLY = "final_only"  # once, when the request has finished: everything
+
 
 _FLOAT_FIELDS = (
     "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
@@ -45,6 +57,7 @@ class SamplingParams:
     prompt_logprobs: int | None = None  # top-N log-probs returned per prompt token
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    output_kind: RequestOutputKind = RequestOutputKind.DELTA
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -73,6 +86,8 @@ class SamplingParams:
             _require(value is None or _is_int(value), name, "an int or None", value)
         for name in _BOOL_FIELDS:
             _require(isinstance(getattr(self, name), bool), name, "a bool", getattr(self, name))
+        kinds = " or ".join(f"RequestOutputKind.{kind.name}" for kind in RequestOutputKind)
+        _require(isinstance(self.output_kind, RequestOutputKind), "output_kind", kinds, self.output_kind)
 
     def _check_ranges(self) -> None:
         _require(1 <= self.n <= MAX_N, "n", f"in [1, {MAX_N}]", self.n)
@@ -140,4 +155,4 @@ def _is_number(value: object) -> bool:
 
 def _require(ok: bool, name: str, allowed: str, value: object) -> None:
     if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise InvalidRequestError(f"{name} must be {allowed}, got {value!r}")

@@ -21,6 +21,7 @@ from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.engine.tokenize import encode_text
+from autoglm.errors import InvalidRequestError
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.runner.model_runner import StepResult, TokenLogprobs
@@ -90,16 +91,16 @@ class LLMEngine:
     # ---- requests -------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0) -> None:
-        """Queue a request; bad input raises ValueError naming what is wrong and what is allowed."""
+        """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed."""
         params = params or SamplingParams()
         if request_id in self.requests:
-            raise ValueError(f"request id '{request_id}' is already in use")
+            raise InvalidRequestError(f"request id '{request_id}' is already in use")
         prompt_text, token_ids = self._tokenize(prompt)
         params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
         blocks = self.block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
         if blocks > self.block_manager.num_blocks:
-            raise ValueError(
+            raise InvalidRequestError(
                 f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
                 f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
@@ -116,7 +117,7 @@ class LLMEngine:
             metrics=RequestMetrics(arrival_time=arrival),
             completions=[
                 CompletionState(seq, IncrementalDetokenizer(self.tokenizer, token_ids, params),
-                                logprobs=[] if params.logprobs is not None else None)
+                                unsent_logprobs=[] if params.logprobs is not None else None)
                 for seq in seqs
             ],
             pending_children=seqs[1:],
@@ -133,13 +134,13 @@ class LLMEngine:
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             token_ids, text = list(prompt), None
         else:
-            raise ValueError("prompt must be a string or a list of token ids")
+            raise InvalidRequestError("prompt must be a string or a list of token ids")
         if not token_ids:
-            raise ValueError("prompt is empty; give at least one token")
+            raise InvalidRequestError("prompt is empty; give at least one token")
         vocab = self.model_config.vocab_size
         bad = [t for t in token_ids if not 0 <= t < vocab]
         if bad:
-            raise ValueError(f"prompt token id {bad[0]} is out of range; token ids must be in [0, {vocab})")
+            raise InvalidRequestError(f"prompt token id {bad[0]} is out of range; token ids must be in [0, {vocab})")
         return text, token_ids
 
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
@@ -206,7 +207,7 @@ class LLMEngine:
 
     # ---- the step -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one forward pass and return the requests that made progress."""
+        """Run one forward pass and return what each request hands out now (see RequestOutputKind)."""
         with self.profiler.step():
             with self.profiler.phase(SCHEDULE):
                 batch = self.scheduler.schedule()
@@ -231,17 +232,17 @@ class LLMEngine:
             touched[seq.request_id] = state
         for seq, entries in result.prompt_logprobs.items():
             state = self.requests[seq.request_id]
-            state.prompt_logprobs.extend(to_position_logprobs(e, self.tokenizer) for e in entries)
+            state.prompt_logprobs.extend(to_position_logprobs(e) for e in entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
         for seq, sampled in result.sampled.items():
             state = self.requests[seq.request_id]
             if seq.index == 0 and state.pending_children:
                 self._start_children(state)
             self._append_token(state, state.completions[seq.index], sampled, now)
-        outputs = [state.to_output() for state in touched.values()]
-        for output in outputs:
-            if output.finished:
-                del self.requests[output.request_id]
+        outputs = [output for state in touched.values() if (output := state.take_output()) is not None]
+        for state in touched.values():
+            if state.finished:
+                del self.requests[state.request_id]
         return outputs
 
     def _start_children(self, state: RequestState) -> None:
@@ -266,8 +267,8 @@ class LLMEngine:
         if state.metrics.first_token_time is None:
             state.metrics.first_token_time = now
         state.metrics.last_token_time = now
-        if completion.logprobs is not None:
-            completion.logprobs.append(to_position_logprobs(sampled, self.tokenizer))
+        if completion.unsent_logprobs is not None:
+            completion.unsent_logprobs.append(to_position_logprobs(sampled))
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
@@ -276,7 +277,7 @@ class LLMEngine:
             self.scheduler.finish(seq)
             if state.finished:
                 state.metrics.finished_time = now
-        completion.text += completion.detokenizer.take_delta(finished=reason is not None)
+        completion.unsent_text += completion.detokenizer.take_delta(finished=reason is not None)
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:

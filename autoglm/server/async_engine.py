@@ -1,8 +1,8 @@
 """Drives an LLMEngine from one background thread, so the event loop never waits on a forward pass.
 
 The event loop reaches the thread only through a command queue (add, abort). The thread hands
-results back on one asyncio.Queue per HTTP request (one or more engine requests, one per prompt),
-once per step, with ``call_soon_threadsafe``. Everything that touches the LLMEngine (which is not
+each step's deltas back on one RequestStream per HTTP request (one or more engine requests, one
+per prompt), with ``call_soon_threadsafe``. Everything that touches the LLMEngine (which is not
 thread-safe) runs on that thread.
 """
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
-from autoglm.outputs import RequestOutput
+from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,8 @@ class RequestTimeoutError(TimeoutError):
     """The request did not finish within request_timeout_s, so it was aborted."""
 
 
-# What a request's queue carries: its prompts' outputs, each with its prompt's index, or the error that ended it.
-StreamItem = tuple[int, RequestOutput] | BaseException
+# What the engine thread hands a request's stream: a prompt's delta, or the error that ended the request.
+StreamItem = IndexedOutput | BaseException
 
 
 @dataclass
@@ -51,7 +52,7 @@ class _AddRequests:
     params: SamplingParams
     arrival_time: float
     priority: int
-    queue: asyncio.Queue[StreamItem]
+    stream: RequestStream
 
 
 @dataclass
@@ -72,8 +73,8 @@ class AsyncEngine:
         self._wakeup = threading.Condition()
         self._stopping = False
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
-        # Engine request id -> its HTTP request's queue and its prompt's index; engine thread only.
-        self._queues: dict[str, tuple[asyncio.Queue[StreamItem], int]] = {}
+        # Engine request id -> its HTTP request's stream and its prompt's index; engine thread only.
+        self._streams: dict[str, tuple[RequestStream, int]] = {}
         self._open_requests: set[str] = set()  # event loop only
         self._idle = asyncio.Event()
         self._idle.set()
@@ -111,35 +112,35 @@ class AsyncEngine:
         return True
 
     async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
-                       arrival_time: float | None = None) -> AsyncIterator[tuple[int, RequestOutput]]:
-        """Each prompt's outputs, tagged with the prompt's index, one per engine step that advanced
-        it, until every prompt has finished. The prompts are engine requests ``{request_id}-{index}``
+                       arrival_time: float | None = None,
+                       observe: DeltaObserver | None = None) -> AsyncIterator[IndexedOutput]:
+        """Each prompt's deltas, tagged with the prompt's index: what it produced since the last
+        one (one step's worth, or several merged if the caller was slow to ask), until every
+        prompt has finished. The prompts are engine requests ``{request_id}-{index}``
         (just `request_id` for a single prompt), admitted together so that none runs if one is refused.
 
-        Bad input raises ValueError and a full queue QueueFullError, both at the first iteration.
+        `observe` sees every step's delta as it arrives, before any merging.
+
+        Bad input raises InvalidRequestError and a full queue QueueFullError, both at the first iteration.
         Leaving the iteration early (the client went away, the task was cancelled) or running past
         request_timeout_s (RequestTimeoutError) aborts the requests, freeing their blocks at the next step.
         """
         if request_id in self._open_requests:
-            raise ValueError(f"request id '{request_id}' is already in use")
+            raise InvalidRequestError(f"request id '{request_id}' is already in use")
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time
-        queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        stream = RequestStream(observe)
         self._open_requests.add(request_id)
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed
         try:
-            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, queue))
+            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, stream))
             while running:
-                item = await self._next_item(queue, deadline)
-                if isinstance(item, BaseException):
-                    running.clear()
-                    raise item
-                index, output = item
-                if output.finished:
-                    running.discard(index)
-                yield item
+                for index, output in await self._next_outputs(stream, deadline):
+                    if output.finished:
+                        running.discard(index)
+                    yield index, output
         finally:
             self._open_requests.discard(request_id)
             if not self._open_requests:
@@ -147,9 +148,9 @@ class AsyncEngine:
             if running:
                 self._send(_AbortRequests([engine_ids[index] for index in sorted(running)]))
 
-    async def _next_item(self, queue: asyncio.Queue[StreamItem], deadline: float) -> StreamItem:
+    async def _next_outputs(self, stream: RequestStream, deadline: float) -> list[IndexedOutput]:
         try:
-            return await asyncio.wait_for(queue.get(), deadline - asyncio.get_running_loop().time())
+            return await asyncio.wait_for(stream.take(), deadline - asyncio.get_running_loop().time())
         except asyncio.TimeoutError:
             raise RequestTimeoutError(
                 f"the request did not finish within request_timeout_s={self.request_timeout_s:g} seconds"
@@ -162,7 +163,7 @@ class AsyncEngine:
                 self._wakeup.notify()
                 return
         if isinstance(command, _AddRequests):
-            command.queue.put_nowait(EngineDeadError("the engine loop is not running"))
+            command.stream.fail(EngineDeadError("the engine loop is not running"))
 
     # ---- engine thread side -----------------------------------------------------------
     def _run(self) -> None:
@@ -192,15 +193,15 @@ class AsyncEngine:
     def _apply(self, command: _AddRequests | _AbortRequests) -> None:
         if isinstance(command, _AbortRequests):
             for request_id in command.engine_request_ids:
-                if self._queues.pop(request_id, None) is not None:
+                if self._streams.pop(request_id, None) is not None:
                     self.engine.abort_request(request_id)
             return
         error = self._admit(command)
         if error is None:
             for index, request_id in enumerate(command.engine_request_ids):
-                self._queues[request_id] = (command.queue, index)
+                self._streams[request_id] = (command.stream, index)
         else:
-            self._deliver([(command.queue, error)])
+            self._deliver([(command.stream, error)])
 
     def _admit(self, command: _AddRequests) -> BaseException | None:
         """Hand every prompt to the engine; if one is refused, take back those already added and
@@ -218,7 +219,7 @@ class AsyncEngine:
         except Exception as error:
             for request_id in added:
                 self.engine.abort_request(request_id)
-            if isinstance(error, ValueError):
+            if isinstance(error, InvalidRequestError):
                 return error
             logger.exception("adding request %s failed", command.engine_request_ids[len(added)])
             return EngineStepError(f"the engine could not accept the request: {type(error).__name__}: {error}")
@@ -229,39 +230,39 @@ class AsyncEngine:
             outputs = self.engine.step()
         except Exception as error:
             # A half-applied step leaves its requests in an unknown state: end them all, keep serving.
-            logger.exception("engine step failed; ending the %d requests in flight", len(self._queues))
+            logger.exception("engine step failed; ending the requests in flight: %s", ", ".join(self._streams))
             message = f"the engine failed while generating: {type(error).__name__}: {error}"
-            for request_id in list(self._queues):
+            for request_id in list(self._streams):
                 self.engine.abort_request(request_id)
-            self._deliver([(queue, EngineStepError(message)) for queue in self._open_queues()])
-            self._queues.clear()
+            self._deliver([(stream, EngineStepError(message)) for stream in self._open_streams()])
+            self._streams.clear()
             return
-        deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]] = []
+        deliveries: list[tuple[RequestStream, StreamItem]] = []
         for output in outputs:
-            entry = self._queues.get(output.request_id)
+            entry = self._streams.get(output.request_id)
             if entry is not None:
-                queue, index = entry
-                deliveries.append((queue, (index, output)))
+                stream, index = entry
+                deliveries.append((stream, (index, output)))
                 if output.finished:
-                    del self._queues[output.request_id]
+                    del self._streams[output.request_id]
         self._deliver(deliveries)
 
-    def _open_queues(self) -> list[asyncio.Queue[StreamItem]]:
-        """Each open HTTP request's queue once, however many prompts it holds."""
-        return list({id(queue): queue for queue, _ in self._queues.values()}.values())
+    def _open_streams(self) -> list[RequestStream]:
+        """Each open HTTP request's stream once, however many prompts it holds."""
+        return list({id(stream): stream for stream, _ in self._streams.values()}.values())
 
     def _fail_everything(self) -> None:
         """The thread is leaving: no request may wait forever for it."""
         with self._wakeup:
             self._dead = True
-            pending = [c.queue for c in self._commands if isinstance(c, _AddRequests)]
+            pending = [c.stream for c in self._commands if isinstance(c, _AddRequests)]
             self._commands.clear()
         message = "the engine loop stopped before the request finished"
-        self._deliver([(queue, EngineDeadError(message)) for queue in [*self._open_queues(), *pending]])
-        self._queues.clear()
+        self._deliver([(stream, EngineDeadError(message)) for stream in [*self._open_streams(), *pending]])
+        self._streams.clear()
 
-    def _deliver(self, deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]]) -> None:
-        """Put items on their queues from the event loop, one wake-up for the whole batch."""
+    def _deliver(self, deliveries: list[tuple[RequestStream, StreamItem]]) -> None:
+        """Hand items to their streams on the event loop, one wake-up for the whole batch."""
         if not deliveries or self._loop is None:
             return
         try:
@@ -270,6 +271,9 @@ class AsyncEngine:
             pass
 
 
-def _put_all(deliveries: list[tuple[asyncio.Queue[StreamItem], StreamItem]]) -> None:
-    for queue, item in deliveries:
-        queue.put_nowait(item)
+def _put_all(deliveries: list[tuple[RequestStream, StreamItem]]) -> None:
+    for stream, item in deliveries:
+        if isinstance(item, BaseException):
+            stream.fail(item)
+        else:
+            stream.put(*item)

@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from autoglm.engine.errors import ContextLengthExceededError
+from autoglm.errors import InvalidRequestError
 from autoglm.server.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
 from autoglm.server.protocol import UNKNOWN_FIELD
 from autoglm.server.unknown_routes import route_error_message
@@ -61,13 +62,17 @@ class APIError(Exception):
         return JSONResponse(self.body.model_dump(), status_code=self.status, headers=self.headers)
 
 
-def to_api_error(error: BaseException) -> APIError:
-    """The answer for any failure while serving a request."""
+def to_api_error(error: BaseException, request_id: str | None = None) -> APIError:
+    """The answer for any failure while serving request `request_id`.
+
+    Only input the caller got wrong (InvalidRequestError) is a 4xx; an exception nobody expected
+    is a server bug: a 500 naming the request, with its traceback in the log.
+    """
     if isinstance(error, APIError):
         return error
     if isinstance(error, ContextLengthExceededError):
         return APIError(HTTPStatus.BAD_REQUEST, str(error), code="context_length_exceeded")
-    if isinstance(error, ValueError):
+    if isinstance(error, InvalidRequestError):
         return APIError(HTTPStatus.BAD_REQUEST, str(error), code="invalid_value")
     if isinstance(error, QueueFullError):
         return APIError(HTTPStatus.TOO_MANY_REQUESTS, str(error), code="rate_limit_exceeded",
@@ -76,11 +81,17 @@ def to_api_error(error: BaseException) -> APIError:
         return APIError(HTTPStatus.GATEWAY_TIMEOUT, str(error), code="request_timeout")
     if isinstance(error, EngineDeadError):
         return APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(error), code="engine_not_running")
-    if isinstance(error, EngineStepError):
-        return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, str(error), code="engine_error")
-    logger.error("unexpected error while serving a request", exc_info=error)
-    return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal server error: {type(error).__name__}: {error}",
+    if isinstance(error, EngineStepError):  # the engine thread logged its traceback
+        return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, _server_bug(request_id, str(error)), code="engine_error")
+    logger.error("unexpected error while serving request %s", request_id, exc_info=error)
+    return APIError(HTTPStatus.INTERNAL_SERVER_ERROR, _server_bug(request_id, f"{type(error).__name__}: {error}"),
                     code="internal_error")
+
+
+def _server_bug(request_id: str | None, detail: str) -> str:
+    subject = f"request {request_id}" if request_id is not None else "the request"
+    return (f"internal server error while serving {subject} ({detail}); this is a bug in the server, "
+            f"and its log holds the traceback")
 
 
 def _validation_error(error: RequestValidationError) -> APIError:
@@ -153,7 +164,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    for known in (APIError, ValueError, QueueFullError, RequestTimeoutError, EngineDeadError, EngineStepError):
+    for known in (APIError, InvalidRequestError, QueueFullError, RequestTimeoutError, EngineDeadError, EngineStepError):
         app.add_exception_handler(known, api_error)
     # The last resort: Starlette answers with it, then re-raises so the server logs the trace.
     app.add_exception_handler(Exception, api_error)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from autoglm.engine.llm_engine import Prompt
+from autoglm.errors import InvalidRequestError
 
 # The pydantic error type of a field the request model does not declare.
 UNKNOWN_FIELD = "unknown_field"
@@ -86,7 +87,7 @@ class CompletionRequest(GenerationRequest):
     @classmethod
     def _some_prompt(cls, prompt: PromptField) -> PromptField:
         if prompt == []:
-            raise ValueError("give at least one prompt")
+            raise InvalidRequestError("give at least one prompt")
         return prompt
 
     @property
@@ -161,7 +162,7 @@ class TokenizeRequest(APIModel):
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> TokenizeRequest:
         if (self.prompt is None) == (self.messages is None):
-            raise ValueError("give exactly one of 'prompt' or 'messages'")
+            raise InvalidRequestError("give exactly one of 'prompt' or 'messages'")
         return self
 
 

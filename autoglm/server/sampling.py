@@ -4,6 +4,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
+from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.errors import APIError
 from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest, GenerationRequest
@@ -63,7 +64,7 @@ def _build(request: GenerationRequest, specific: dict[str, Any], request_names: 
     try:
         params = SamplingParams(**fields)
         params.check_vocab(vocab_size)
-    except ValueError as error:
+    except InvalidRequestError as error:
         # SamplingParams' messages start with the parameter's name; say the request's name instead.
         name, rest = str(error).split(" ", 1)
         param = request_names.get(name, name)

@@ -16,30 +16,27 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from autoglm.engine.llm_engine import Prompt
-from autoglm.outputs import RequestOutput
+from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.errors import to_api_error
 from autoglm.server.protocol import GenerationRequest
+from autoglm.server.request_stream import IndexedOutput
 from autoglm.server.responses import PromptTokensDetails, UsageInfo
 from autoglm.server.streaming import DONE_EVENT, ChoiceDelta, DeltaTracker, EventStreamResponse, sse_event
-from autoglm.server.tracking import CLIENT_CLOSED_REQUEST, RequestTracker
+from autoglm.server.tracking import CLIENT_CLOSED_REQUEST, RequestTracker, TokenCounts
 
 
 class ResponseBuilder(Protocol):
-    """An endpoint's JSON shapes for a whole answer (each prompt's final output, in prompt order),
-    one choice's chunk, and the closing usage chunk."""
+    """An endpoint's JSON shapes for a whole answer (each prompt's whole output, in prompt order,
+    and the usage), one choice's chunk, and the closing usage chunk."""
 
-    def response(self, outputs: list[RequestOutput]) -> BaseModel: ...
+    def response(self, outputs: list[RequestOutput], usage: UsageInfo) -> BaseModel: ...
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> BaseModel: ...
 
     def usage_chunk(self, usage: UsageInfo) -> BaseModel: ...
-
-
-# What AsyncEngine.generate yields: a prompt's index in the request and its latest output.
-IndexedOutput = tuple[int, RequestOutput]
 
 
 def choice_index(prompt_index: int, choices_per_prompt: int, index: int) -> int:
@@ -47,15 +44,13 @@ def choice_index(prompt_index: int, choices_per_prompt: int, index: int) -> int:
     return prompt_index * choices_per_prompt + index
 
 
-def usage_info(outputs: list[RequestOutput]) -> UsageInfo:
+def usage_info(counts: TokenCounts) -> UsageInfo:
     """Tokens of every prompt and every completion generated, best_of candidates included."""
-    prompt_tokens = sum(len(output.prompt_token_ids) for output in outputs)
-    completion_tokens = sum(len(completion.token_ids) for output in outputs for completion in output.outputs)
     return UsageInfo(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        total_tokens=prompt_tokens + completion_tokens,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=sum(output.num_cached_tokens for output in outputs)),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        total_tokens=counts.prompt + counts.completion,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=counts.cached),
     )
 
 
@@ -68,60 +63,54 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
     all). A client gone before then is answered with nothing (logged as 499).
     """
     outputs = engine.generate(tracker.request_id, prompts, params, priority=body.priority,
-                              arrival_time=tracker.arrival_time)
+                              arrival_time=tracker.arrival_time, observe=tracker.observe)
     try:
         if not body.stream:
-            finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts), tracker))
+            finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts)))
             tracker.finish(HTTPStatus.OK)
-            return JSONResponse(builder.response(finals).model_dump(mode="json"))
+            response = builder.response(finals, usage_info(tracker.token_counts))
+            return JSONResponse(response.model_dump(mode="json"))
         first = await until_disconnected(raw, anext(outputs))
     except ClientDisconnected:
         tracker.finish(CLIENT_CLOSED_REQUEST)
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     except Exception as error:
-        api_error = to_api_error(error)
+        api_error = to_api_error(error, tracker.request_id)
         tracker.finish(api_error.status, api_error.body.error.message)
         raise api_error from error
-    return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage))
+    return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage, params.n))
 
 
-async def _final_outputs(outputs: AsyncIterator[IndexedOutput], num_prompts: int,
-                         tracker: RequestTracker) -> list[RequestOutput]:
+async def _final_outputs(outputs: AsyncIterator[IndexedOutput], num_prompts: int) -> list[RequestOutput]:
     finals: dict[int, RequestOutput] = {}
-    async for index, output in outputs:
-        tracker.observe(output)
-        finals[index] = output
+    async for index, delta in outputs:
+        add_delta(finals, index, delta)
     assert len(finals) == num_prompts, "generate ends with every prompt finished or an error"
     return [finals[index] for index in range(num_prompts)]
 
 
 async def _events(first: IndexedOutput, outputs: AsyncGenerator[IndexedOutput, None], builder: ResponseBuilder,
-                  tracker: RequestTracker, include_usage: bool) -> AsyncGenerator[str, None]:
+                  tracker: RequestTracker, include_usage: bool, num_choices: int) -> AsyncGenerator[str, None]:
     """Chunks as choices advance, numbered across the prompts; once every prompt has finished,
     usage if asked for. An error ends the stream as an error event.
 
     Closing this generator early (the client went away) closes `outputs`, which aborts the request.
     """
     deltas: dict[int, DeltaTracker] = {}
-    latest: dict[int, RequestOutput] = {}
     item: IndexedOutput | None = first
     status, error_message = CLIENT_CLOSED_REQUEST, None
     try:
         while item is not None:
             prompt_index, output = item
-            tracker.observe(output)
-            latest[prompt_index] = output
-            num_choices = len(output.outputs)
             for delta in deltas.setdefault(prompt_index, DeltaTracker(num_choices)).advance(output):
                 numbered = replace(delta, index=choice_index(prompt_index, num_choices, delta.index))
                 yield sse_event(builder.chunk(numbered, output).model_dump_json())
             item = await anext(outputs, None)
         if include_usage:
-            usage = usage_info([latest[index] for index in sorted(latest)])
-            yield sse_event(builder.usage_chunk(usage).model_dump_json())
+            yield sse_event(builder.usage_chunk(usage_info(tracker.token_counts)).model_dump_json())
         status = HTTPStatus.OK
     except Exception as error:
-        api_error = to_api_error(error)
+        api_error = to_api_error(error, tracker.request_id)
         status, error_message = api_error.status, api_error.body.error.message
         yield sse_event(api_error.body.model_dump_json())
     finally:

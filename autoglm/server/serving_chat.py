@@ -25,7 +25,7 @@ from autoglm.server.responses import (
     UsageInfo,
 )
 from autoglm.server.sampling import chat_sampling_params
-from autoglm.server.serving import serve_generation, usage_info
+from autoglm.server.serving import serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.unsupported import refuse_unimplemented
@@ -70,7 +70,7 @@ class ChatBuilder:
     num_logprobs: int | None
     tokenizer: PreTrainedTokenizerBase
 
-    def response(self, outputs: list[RequestOutput]) -> ChatCompletionResponse:
+    def response(self, outputs: list[RequestOutput], usage: UsageInfo) -> ChatCompletionResponse:
         (output,) = outputs  # a chat request holds one conversation
         choices = [
             ChatChoice(
@@ -82,7 +82,7 @@ class ChatBuilder:
             for completion in output.outputs
         ]
         return ChatCompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
-                                      usage=usage_info(outputs))
+                                      usage=usage)
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> ChatCompletionChunk:
         # The role goes out once, with each choice's first chunk.

@@ -11,7 +11,7 @@ from autoglm.server.logprobs import completion_logprobs, token_decoder
 from autoglm.server.protocol import CompletionRequest
 from autoglm.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
 from autoglm.server.sampling import completion_sampling_params
-from autoglm.server.serving import choice_index, serve_generation, usage_info
+from autoglm.server.serving import choice_index, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.unsupported import refuse_unimplemented
@@ -44,7 +44,7 @@ class CompletionBuilder:
     n: int
     tokenizer: PreTrainedTokenizerBase
 
-    def response(self, outputs: list[RequestOutput]) -> CompletionResponse:
+    def response(self, outputs: list[RequestOutput], usage: UsageInfo) -> CompletionResponse:
         choices = []
         for prompt_index, output in enumerate(outputs):
             prefix = self._echoed_prompt(output)
@@ -52,10 +52,11 @@ class CompletionBuilder:
                 choices.append(CompletionChoice(
                     index=choice_index(prompt_index, self.n, rank),
                     text=prefix + completion.text,
-                    logprobs=self._logprobs(output, completion.token_ids, completion.logprobs, self.echo, 0),
+                    logprobs=self._logprobs(output.prompt_token_ids, output.prompt_logprobs, completion.token_ids,
+                                            completion.logprobs, self.echo, 0),
                     finish_reason=completion.finish_reason,
                 ))
-        return self._wrap(choices, usage_info(outputs))
+        return self._wrap(choices, usage)
 
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> CompletionResponse:
         # The echoed prompt goes out with each choice's first chunk.
@@ -63,7 +64,8 @@ class CompletionBuilder:
         prefix = self._echoed_prompt(output)
         text = prefix + delta.text if with_prompt else delta.text
         first_offset = 0 if with_prompt else len(prefix) + delta.text_offset
-        logprobs = self._logprobs(output, delta.token_ids, delta.logprobs, with_prompt, first_offset)
+        logprobs = self._logprobs(output.prompt_token_ids, delta.prompt_logprobs, delta.token_ids, delta.logprobs,
+                                  with_prompt, first_offset)
         choice = CompletionChoice(index=delta.index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason)
         return self._wrap([choice], None)
 
@@ -88,14 +90,15 @@ class CompletionBuilder:
             return output.prompt
         return self.tokenizer.decode(output.prompt_token_ids)
 
-    def _logprobs(self, output: RequestOutput, token_ids: list[int], positions: list[PositionLogprobs] | None,
-                  with_prompt: bool, first_offset: int) -> CompletionLogprobs | None:
+    def _logprobs(self, prompt_token_ids: list[int], prompt_positions: list[PositionLogprobs | None] | None,
+                  token_ids: list[int], positions: list[PositionLogprobs] | None, with_prompt: bool,
+                  first_offset: int) -> CompletionLogprobs | None:
         if self.num_logprobs is None or positions is None:
             return None
         all_ids: list[int] = list(token_ids)
         all_positions: list[PositionLogprobs | None] = list(positions)
         if with_prompt:
-            all_ids = output.prompt_token_ids + all_ids
-            all_positions = list(output.prompt_logprobs or []) + all_positions
+            all_ids = prompt_token_ids + all_ids
+            all_positions = list(prompt_positions or []) + all_positions
         decode = token_decoder(self.tokenizer)
         return completion_logprobs(all_ids, all_positions, self.num_logprobs, decode, first_offset)

@@ -27,42 +27,43 @@ class ChoiceDelta:
     logprobs: list[PositionLogprobs] | None
     finish_reason: str | None
     is_first: bool
+    prompt_logprobs: list[PositionLogprobs | None] | None  # the prompt's, with each choice's first delta
 
 
 class DeltaTracker:
-    """Turns cumulative engine outputs into per-choice deltas, computed by length.
+    """Places the engine's deltas of one prompt's choices in the stream: where each one's text
+    starts, and whether it is that choice's first (which carries the prompt's log-probs; the
+    engine sends them once, with the prompt's first delta).
 
-    A choice gets a delta for every step that gave it new tokens, and when it finishes. Text
-    still held back (a possible stop string, a partial character) comes in a later delta, so
-    a delta's text may be empty: clients still see each token arrive, as vLLM streams them.
+    A choice gets a delta for every engine output that gave it new tokens, even when their text
+    is still held back (a possible stop string, a partial character) and comes later: clients
+    still see each token arrive, as vLLM streams them.
     """
 
     def __init__(self, n: int) -> None:
         self._text_sent = [0] * n
-        self._tokens_sent = [0] * n
-        self._finished = [False] * n
+        self._started = [False] * n
+        self._prompt_logprobs: list[PositionLogprobs | None] | None = None
 
     def advance(self, output: RequestOutput) -> list[ChoiceDelta]:
+        if output.prompt_logprobs is not None:
+            self._prompt_logprobs = output.prompt_logprobs
         deltas = []
         for completion in output.outputs:
             index = completion.index
-            text = completion.text[self._text_sent[index]:]
-            new_tokens = len(completion.token_ids) > self._tokens_sent[index]
-            if self._finished[index] or not (text or new_tokens or completion.finished):
-                continue
-            tokens_sent = self._tokens_sent[index]
+            is_first = not self._started[index]
             deltas.append(ChoiceDelta(
                 index=index,
-                text=text,
+                text=completion.text,
                 text_offset=self._text_sent[index],
-                token_ids=completion.token_ids[tokens_sent:],
-                logprobs=completion.logprobs[tokens_sent:] if completion.logprobs is not None else None,
+                token_ids=completion.token_ids,
+                logprobs=completion.logprobs,
                 finish_reason=completion.finish_reason,
-                is_first=tokens_sent == 0,
+                is_first=is_first,
+                prompt_logprobs=self._prompt_logprobs if is_first else None,
             ))
-            self._text_sent[index] += len(text)
-            self._tokens_sent[index] = len(completion.token_ids)
-            self._finished[index] = completion.finished
+            self._text_sent[index] += len(completion.text)
+            self._started[index] = True
         return deltas
 
 

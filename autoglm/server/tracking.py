@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 
 from autoglm.outputs import RequestOutput
-from autoglm.server.errors import APIError
+from autoglm.server.errors import to_api_error
 from autoglm.server.metrics import ServerMetrics
 
 # One JSON object per line, one line per request, for log shippers to parse.
@@ -37,14 +37,14 @@ class TokenCounts:
 class RequestTracker:
     """One HTTP request, which may hold several engine requests (a batch of prompts): its counts sum theirs.
 
-    Token latencies are timed as outputs reach the server, once per step that added tokens: the
+    Token latencies are timed as each step's delta reaches the server (however late the client reads it): the
     engine's own timestamps live in one object it keeps updating, so they may already be a step ahead.
     """
 
     request_id: str
     metrics: ServerMetrics
     arrival_time: float = field(default_factory=time.time)
-    finish_reason: str | None = None  # of the first choice of the prompt that reported last
+    finish_reason: str | None = None  # of the first choice, in the prompt whose first choice reported last
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     _counts: dict[str, TokenCounts] = field(default_factory=dict, init=False)  # by engine request id
@@ -52,29 +52,27 @@ class RequestTracker:
     _ended: bool = field(default=False, init=False)
 
     @property
-    def prompt_tokens(self) -> int:
-        return sum(counts.prompt for counts in self._counts.values())
+    def token_counts(self) -> TokenCounts:
+        """Summed over the request's prompts."""
+        counts = self._counts.values()
+        return TokenCounts(prompt=sum(c.prompt for c in counts), cached=sum(c.cached for c in counts),
+                           completion=sum(c.completion for c in counts))
 
-    @property
-    def cached_tokens(self) -> int:
-        return sum(counts.cached for counts in self._counts.values())
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(counts.completion for counts in self._counts.values())
-
-    def observe(self, output: RequestOutput) -> None:
-        """Take in one engine output: token counts, first-token and inter-token latency."""
-        completion_tokens_before = self.completion_tokens
-        self._counts[output.request_id] = TokenCounts(
-            prompt=len(output.prompt_token_ids),
-            cached=output.num_cached_tokens,
-            completion=sum(len(completion.token_ids) for completion in output.outputs),
+    def observe(self, delta: RequestOutput) -> None:
+        """Take in one engine delta: token counts, first-token and inter-token latency."""
+        new_tokens = sum(len(completion.token_ids) for completion in delta.outputs)
+        before = self._counts.get(delta.request_id)
+        self._counts[delta.request_id] = TokenCounts(
+            prompt=len(delta.prompt_token_ids),
+            cached=delta.num_cached_tokens,
+            completion=new_tokens + (before.completion if before is not None else 0),
         )
-        self.finish_reason = output.outputs[0].finish_reason
+        first_choice = next((c for c in delta.outputs if c.index == 0), None)
+        if first_choice is not None:
+            self.finish_reason = first_choice.finish_reason
         if self.first_scheduled_time is None:
-            self.first_scheduled_time = output.metrics.first_scheduled_time
-        if self.completion_tokens == completion_tokens_before:
+            self.first_scheduled_time = delta.metrics.first_scheduled_time
+        if not new_tokens:
             return
         now = time.time()
         if self._last_token_time is None:
@@ -86,12 +84,16 @@ class RequestTracker:
 
     @contextlib.contextmanager
     def logging_rejection(self) -> Iterator[None]:
-        """Log the request if it is refused before it reaches the engine (bad input, unknown model, not ready)."""
+        """Log the request if it is refused before it reaches the engine (bad input, unknown model, not ready),
+        and answer any failure there as an APIError naming it."""
         try:
             yield
-        except APIError as error:
-            self.finish(error.status, error.body.error.message)
-            raise
+        except Exception as error:
+            api_error = to_api_error(error, self.request_id)
+            self.finish(api_error.status, api_error.body.error.message)
+            if api_error is error:
+                raise
+            raise api_error from error
 
     def finish(self, status: int, error: str | None = None) -> None:
         """Write the request's log line (with the error message of a failed one) and, if it succeeded,
@@ -100,7 +102,7 @@ class RequestTracker:
             return
         self._ended = True
         now = time.time()
-        scheduled = self.first_scheduled_time
+        scheduled, counts = self.first_scheduled_time, self.token_counts
         if status == HTTPStatus.OK and self.finish_reason is not None:
             self.metrics.count_success(self.finish_reason)
             self.metrics.e2e_request_latency.observe(now - self.arrival_time)
@@ -110,9 +112,9 @@ class RequestTracker:
             "request_id": self.request_id,
             "model": self.metrics.model_name,
             "status": status,
-            "prompt_tokens": self.prompt_tokens,
-            "cached_tokens": self.cached_tokens,
-            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": counts.prompt,
+            "cached_tokens": counts.cached,
+            "completion_tokens": counts.completion,
             "queue_ms": _ms(self.arrival_time, scheduled),
             "ttft_ms": _ms(self.arrival_time, self.first_token_time),
             "e2e_ms": _ms(self.arrival_time, now),

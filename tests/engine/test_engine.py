@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM
 from autoglm import LLM, AutoGLMConfig, OpenAutoGLM, SamplingParams
 from autoglm.config import ConfigError
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.outputs import PositionLogprobs, RequestOutput, add_delta
+from autoglm.sampling_params import RequestOutputKind
 from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -39,12 +40,14 @@ def tight_llm(model_dir, llm: LLM, num_blocks: int, **settings) -> LLM:
 
 
 def drain(engine: LLMEngine, max_steps: int = 1000) -> dict[str, RequestOutput]:
-    """Step until every request is done; fail (instead of hanging) if that takes more than ``max_steps``."""
-    finished: dict[str, RequestOutput] = {}
+    """Step until every request is done and return their whole outputs, added up from the engine's deltas;
+    fail (instead of hanging) if that takes more than ``max_steps``."""
+    outputs: dict[str, RequestOutput] = {}
     for _ in range(max_steps):
         if not engine.has_unfinished_requests():
-            return finished
-        finished.update((output.request_id, output) for output in engine.step() if output.finished)
+            return {request_id: output for request_id, output in outputs.items() if output.finished}
+        for delta in engine.step():
+            add_delta(outputs, delta.request_id, delta)
     pytest.fail(f"requests {sorted(engine.requests)} still unfinished after {max_steps} steps")
 
 
@@ -80,7 +83,9 @@ def test_seeded_sampling_ignores_batch_composition(llm):
 def test_n_copies_share_the_prompt_blocks(llm):
     engine = llm.engine
     prompt = list(range(3, 30))  # 27 tokens: 6 full blocks of 4 can be shared
-    engine.add_request("fork", prompt, SamplingParams(n=3, temperature=1.0, seed=7, max_tokens=6, ignore_eos=True))
+    params = SamplingParams(n=3, temperature=1.0, seed=7, max_tokens=6, ignore_eos=True,
+                            output_kind=RequestOutputKind.FINAL_ONLY)  # the steps below read no output
+    engine.add_request("fork", prompt, params)
     parent = engine.requests["fork"].completions[0].seq
     while engine.requests["fork"].pending_children:
         engine.step()
@@ -88,14 +93,43 @@ def test_n_copies_share_the_prompt_blocks(llm):
     engine.step()
     first_block = parent.block_table[0]
     assert engine.block_manager._ref_counts[first_block] == 3
-    outputs = []
-    while engine.has_unfinished_requests():
-        outputs.extend(o for o in engine.step() if o.finished)
-    completions = outputs[0].outputs
+    completions = drain(engine)["fork"].outputs
     assert [c.index for c in completions] == [0, 1, 2]
     assert all(len(c.token_ids) == 6 for c in completions)
     assert len({tuple(c.token_ids) for c in completions}) > 1  # different seeds, different samples
     assert_idle(llm)
+
+
+def test_each_step_hands_out_only_what_is_new(llm):
+    """A long generation's per-step output stays one token's worth (no copy of the history), and
+    the deltas add up to what generate returns, log-prob token texts apart: those the engine leaves undecoded."""
+    params = SamplingParams(temperature=0, max_tokens=150, ignore_eos=True, logprobs=3)
+    llm.engine.add_request("long", [5, 6, 7], params)
+    deltas = []
+    while llm.engine.has_unfinished_requests():
+        deltas.extend(llm.engine.step())
+    steps = [delta.outputs[0] for delta in deltas]
+    assert [(len(step.token_ids), len(step.logprobs)) for step in steps] == [(1, 1)] * 150
+    assert all(entry.decoded_token is None for step in steps for entry in step.logprobs[0].values())
+    text_sent = sum(len(step.text) for step in steps)
+    whole = drain_into_one(deltas).outputs[0]
+    expected = llm.generate([[5, 6, 7]], params, use_tqdm=False)[0].outputs[0]
+    assert (whole.text, whole.token_ids, whole.finish_reason) == (expected.text, expected.token_ids, "length")
+    assert text_sent == len(expected.text)  # no text is sent twice
+    assert whole.cumulative_logprob == pytest.approx(expected.cumulative_logprob)
+    tokenizer = llm.get_tokenizer()
+    for position in expected.logprobs:
+        assert all(entry.decoded_token == tokenizer.decode([token_id]) for token_id, entry in position.items())
+    assert_idle(llm)
+
+
+def drain_into_one(deltas: list[RequestOutput]) -> RequestOutput:
+    """One request's deltas added up (into the first of them)."""
+    outputs: dict[str, RequestOutput] = {}
+    for delta in deltas:
+        add_delta(outputs, delta.request_id, delta)
+    (whole,) = outputs.values()
+    return whole
 
 
 def test_stop_strings_tokens_and_min_tokens(llm):
@@ -175,12 +209,13 @@ def test_waiting_children_hold_no_blocks_so_a_bigger_request_can_run(llm, model_
     """An n = 2 request, then a higher-priority one that needs the whole pool: both finish."""
     tight = tight_llm(model_dir, llm, 8)
     engine = tight.engine
+    final_only = RequestOutputKind.FINAL_ONLY  # the steps before drain() read no output
     engine.add_request("forked", list(range(3, 12)), SamplingParams(n=2, temperature=1.0, seed=1, max_tokens=8,
-                                                                   ignore_eos=True))
+                                                                   ignore_eos=True, output_kind=final_only))
     while engine.requests["forked"].pending_children:
         engine.step()
-    engine.add_request("whole-pool", list(range(100, 125)), SamplingParams(max_tokens=6, ignore_eos=True),
-                       priority=-1)
+    engine.add_request("whole-pool", list(range(100, 125)),
+                       SamplingParams(max_tokens=6, ignore_eos=True, output_kind=final_only), priority=-1)
     for _ in range(3):
         engine.step()
         assert all(not seq.block_table for seq in engine.scheduler.waiting)
@@ -287,7 +322,8 @@ def test_hundreds_of_random_requests_with_aborts_leave_the_pool_whole(llm, model
     for request in range(240):
         prompt = (shared if rng.random() < 0.5 else []) + [rng.randrange(3, 300) for _ in range(rng.randrange(1, 20))]
         params = SamplingParams(temperature=rng.choice([0.0, 1.0]), n=rng.choice([1, 1, 2]),
-                                max_tokens=rng.randrange(1, 16), seed=rng.choice([None, request]))
+                                max_tokens=rng.randrange(1, 16), seed=rng.choice([None, request]),
+                                output_kind=RequestOutputKind.FINAL_ONLY)
         engine.add_request(str(request), prompt, params)
         requests[str(request)] = (prompt, params)
         for _ in range(rng.randrange(0, 3)):

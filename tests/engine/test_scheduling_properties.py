@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.sequence import SequenceStatus
-from autoglm.outputs import RequestOutput
+from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
 from tests.engine.scripted_engine import prompt_logprob, scripted_engine
 
@@ -76,7 +76,7 @@ class Driver:
         self.engine = engine
         self.accepted: dict[str, Add] = {}
         self.aborted: set[str] = set()
-        self.finished: dict[str, RequestOutput] = {}
+        self.outputs: dict[str, RequestOutput] = {}  # each request's deltas added up
         self.num_added = 0
 
     def add(self, op: Add) -> None:
@@ -107,9 +107,8 @@ class Driver:
         idle_with_work = not scheduler.running and bool(scheduler.waiting)
         decodes = [seq for seq in scheduler.running if seq.num_tokens - seq.num_computed_tokens == 1]
         forward_passes = runner.num_steps
-        for output in self.engine.step():
-            if output.finished:
-                self.finished[output.request_id] = output
+        for delta in self.engine.step():
+            add_delta(self.outputs, delta.request_id, delta)
         self.engine.block_manager.check_invariants()
         assert all(not seq.block_table for seq in scheduler.waiting), "a waiting sequence holds blocks"
         if idle_with_work:
@@ -160,7 +159,7 @@ def test_random_interleavings_finish_every_request_and_leave_the_pool_whole(engi
     driver.drain()
     for request_id, op in driver.accepted.items():
         if request_id not in driver.aborted:
-            assert_scripted_output(engine, op, driver.finished[request_id])
+            assert_scripted_output(engine, op, driver.outputs[request_id])
     manager = engine.block_manager
     assert manager.num_referenced_blocks() == 0 and manager.num_free_blocks == manager.num_blocks
     manager.check_invariants()

@@ -11,6 +11,8 @@ import pytest
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.errors import InvalidRequestError
+from autoglm.server.errors import to_api_error
 from tests.server.live_server import (
     BASE_SETTINGS,
     long_completion,
@@ -155,6 +157,38 @@ def test_engine_failure_is_500_and_the_server_keeps_serving(server, monkeypatch)
     assert error_of(response)["type"] == "server_error" and "injected fault" in error_of(response)["message"]
     assert_still_serving(server)
     assert server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0
+
+
+def test_only_invalid_requests_are_400_and_any_other_error_is_a_500_naming_the_request(caplog):
+    assert to_api_error(InvalidRequestError("n must be in [1, 16], got 0"), "cmpl-7").status == 400
+    with caplog.at_level(logging.ERROR, logger="autoglm.server.errors"):
+        bug = ValueError("zip() argument 2 is shorter than argument 1")
+        error = to_api_error(bug, "cmpl-7")
+    assert error.status == 500 and error.body.error.type == "server_error"
+    assert "request cmpl-7" in error.body.error.message and "bug in the server" in error.body.error.message
+    (record,) = caplog.records
+    assert "cmpl-7" in record.getMessage() and record.exc_info[1] is bug
+
+
+def test_an_unexpected_value_error_in_the_engine_is_500_and_the_server_keeps_serving(server, monkeypatch, caplog):
+    engine = server.state.engine.engine
+    original_add, failures = engine.add_request, []
+
+    def add_failing_once(*args, **kwargs):
+        if not failures:
+            failures.append("injected")
+            raise ValueError("injected defect")
+        return original_add(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "add_request", add_failing_once)
+    with caplog.at_level(logging.INFO):
+        response = post(server, "/v1/completions", json={"prompt": "Hello", "max_tokens": 2})
+    assert response.status_code == 500
+    (line,) = [json.loads(r.getMessage()) for r in caplog.records if r.name == "autoglm.requests"]
+    message = error_of(response)["message"]
+    assert f"request {line['request_id']}" in message and "injected defect" in message and "bug" in message
+    assert any(r.exc_info and "injected defect" in str(r.exc_info[1]) for r in caplog.records)
+    assert_still_serving(server)
 
 
 def test_health_is_503_while_loading_and_after_the_engine_loop_dies(chat_model, monkeypatch):

@@ -1,30 +1,115 @@
-"""Streamed deltas: one per step that produced tokens, even while their text is held back."""
+"""Streamed deltas: one per engine delta that produced tokens, even while their text is held back;
+and a slow reader's pending output, which stays one merged delta of what it has not read."""
 from __future__ import annotations
 
-from autoglm.outputs import CompletionOutput, RequestMetrics, RequestOutput
+import asyncio
+
+import pytest
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput, add_delta
+from autoglm.sampling_params import SamplingParams
+from autoglm.server.async_engine import AsyncEngine
+from autoglm.server.request_stream import RequestStream
 from autoglm.server.streaming import DeltaTracker
+from tests.server.live_server import BASE_SETTINGS
 
 
-def snapshot(text: str, token_ids: list[int], finish_reason: str | None = None) -> RequestOutput:
-    completion = CompletionOutput(index=0, text=text, token_ids=token_ids, finish_reason=finish_reason)
-    return RequestOutput(request_id="r", prompt=None, prompt_token_ids=[1], outputs=[completion],
-                         finished=finish_reason is not None, metrics=RequestMetrics(arrival_time=0.0))
+def delta(text: str, token_ids: list[int], finish_reason: str | None = None, index: int = 0,
+          prompt_logprobs: list | None = None) -> RequestOutput:
+    logprobs = [{token_id: Logprob(-1.0, 1)} for token_id in token_ids]
+    completion = CompletionOutput(index=index, text=text, token_ids=token_ids, logprobs=logprobs,
+                                  finish_reason=finish_reason)
+    return RequestOutput(request_id="r", prompt=None, prompt_token_ids=[1, 2], outputs=[completion],
+                         finished=finish_reason is not None, metrics=RequestMetrics(arrival_time=0.0),
+                         prompt_logprobs=prompt_logprobs)
 
 
-def test_each_step_with_new_tokens_gets_a_delta_and_held_back_text_follows():
+def test_each_delta_with_new_tokens_gets_a_chunk_and_held_back_text_follows():
     tracker = DeltaTracker(1)
     steps = [
-        snapshot("He", [5]),
-        snapshot("He", [5, 6]),  # a possible stop string: the text waits, the token does not
-        snapshot("Hello", [5, 6, 7]),
-        snapshot("Hello", [5, 6, 7]),  # nothing new: no delta
-        snapshot("Hello!", [5, 6, 7, 8], finish_reason="length"),
+        delta("He", [5]),
+        delta("", [6]),  # a possible stop string: the text waits, the token does not
+        delta("llo", [7]),
+        delta("!", [8], finish_reason="length"),
     ]
-    deltas = [tracker.advance(step) for step in steps]
-    assert [len(step) for step in deltas] == [1, 1, 1, 0, 1]
-    sent = [step[0] for step in deltas if step]
+    sent = [chunk for step in steps for chunk in tracker.advance(step)]
     assert [(d.text, d.token_ids) for d in sent] == [("He", [5]), ("", [6]), ("llo", [7]), ("!", [8])]
     assert [d.text_offset for d in sent] == [0, 2, 2, 5]
     assert [d.is_first for d in sent] == [True, False, False, False]
     assert sent[-1].finish_reason == "length"
-    assert tracker.advance(steps[-1]) == []  # a finished choice sends nothing more
+
+
+def test_each_choice_gets_the_prompt_logprobs_with_its_first_chunk():
+    tracker = DeltaTracker(2)
+    scored = [None, {2: Logprob(-0.5, 1)}]
+    first = tracker.advance(delta("a", [5], prompt_logprobs=scored))
+    later = tracker.advance(delta("b", [6]))
+    child = tracker.advance(delta("c", [7], index=1))  # n = 2: the second choice starts a step later
+    assert first[0].prompt_logprobs is scored and later[0].prompt_logprobs is None
+    assert child[0].is_first and child[0].prompt_logprobs is scored
+
+
+def test_a_stalled_reader_holds_one_merged_delta_of_exactly_its_unread_text():
+    async def scenario() -> None:
+        observed: list[int] = []  # tokens of each delta as it arrives, for the latency metrics
+        stream = RequestStream(lambda arrived: observed.append(len(arrived.outputs[0].token_ids)))
+        stream.put(0, delta("Hi", [5]))
+        assert [output.outputs[0].text for _, output in await stream.take()] == ["Hi"]
+        words = [f" w{i}" for i in range(200)]
+        for i, word in enumerate(words):  # the reader is stalled while the engine steps on
+            stream.put(0, delta(word, [100 + i], finish_reason="length" if i == len(words) - 1 else None))
+        pending = stream.pending(0)
+        (completion,) = pending.outputs
+        assert completion.text == "".join(words) and completion.token_ids == list(range(100, 300))
+        assert len(completion.logprobs) == len(words) and completion.finish_reason == "length"
+        assert observed == [1] * 201
+        ((index, output),) = await stream.take()
+        assert index == 0 and output is pending and output.finished
+        assert stream.pending(0) is None
+
+    asyncio.run(scenario())
+
+
+def test_an_error_comes_after_the_outputs_already_pending():
+    async def scenario() -> None:
+        stream = RequestStream()
+        stream.put(0, delta("Hi", [5]))
+        stream.fail(RuntimeError("engine gone"))
+        assert len(await stream.take()) == 1
+        with pytest.raises(RuntimeError, match="engine gone"):
+            await stream.take()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(60)
+def test_a_reader_that_falls_behind_gets_the_text_it_missed_in_one_output(chat_model):
+    """The engine keeps stepping while the reader waits; its next read is everything it missed, merged."""
+    config = AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS)
+    params = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)
+
+    async def scenario() -> None:
+        engine = AsyncEngine(LLMEngine(config), max_waiting_requests=4, request_timeout_s=60)
+        engine.start()
+        try:
+            read_promptly: dict[int, RequestOutput] = {}
+            async for index, output in engine.generate("prompt", ["Hello world"], params):
+                add_delta(read_promptly, index, output)
+            tokens_before = engine.stats.generation_tokens_total
+            outputs = engine.generate("slow", ["Hello world"], params)
+            _, first = await anext(outputs)
+            # Stats are replaced after each step's outputs are handed over: once they count every
+            # token, the last delta is on its way and the reader has read none of the others.
+            while engine.stats.generation_tokens_total < tokens_before + 40:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
+            rest = [output async for _, output in outputs]
+        finally:
+            await engine.shutdown()
+        (missed,) = rest
+        assert missed.finished and len(first.outputs[0].token_ids) + len(missed.outputs[0].token_ids) == 40
+        assert first.outputs[0].text + missed.outputs[0].text == read_promptly[0].outputs[0].text
+
+    asyncio.run(scenario())
