@@ -13,16 +13,17 @@ import torch
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.detokenizer import IncrementalDetokenizer
+from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.engine.tokenize import encode_text
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
-from autoglm.runner.model_runner import StepResult, TokenLogprobs
 from autoglm.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class LLMEngine:
             seqs.append(Sequence(
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority,
-                generator=self._generator(params, index), parent=seqs[0] if seqs else None,
+                parent=seqs[0] if seqs else None,
             ))
         state = RequestState(
             request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
@@ -155,13 +156,6 @@ class LLMEngine:
             )
         return params.max_tokens
 
-    def _generator(self, params: SamplingParams, index: int) -> torch.Generator | None:
-        if params.seed is None:
-            return None
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed((params.seed + index) % 2**64)  # n > 1: each completion its own stream
-        return generator
-
     def abort_request(self, request_id: str) -> bool:
         """Stop a request now and free its blocks; False if it is unknown or already done."""
         state = self.requests.pop(request_id, None)
@@ -210,9 +204,10 @@ class LLMEngine:
                 self._restart_prompt_logprobs(seq)
             if not batch.seqs:
                 return []
-            result = self.runner.execute(batch.seqs, batch.num_new_tokens)
+            planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids)
+            output = self.runner.execute(planned.plan)
             with self.profiler.phase(OUTPUTS):
-                return self._process_result(batch, result)
+                return self._process_result(batch, step_result(planned, output))
 
     def _process_result(self, batch: ScheduledBatch, result: StepResult) -> list[RequestOutput]:
         """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens."""

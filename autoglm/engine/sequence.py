@@ -5,8 +5,6 @@ import enum
 import itertools
 from dataclasses import dataclass, field
 
-import torch
-
 from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()
@@ -39,7 +37,6 @@ class Sequence:
     max_tokens: int  # resolved against the context length
     arrival_time: float
     priority: int = 0
-    generator: torch.Generator | None = None
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
