@@ -3,6 +3,8 @@ import math
 import pytest
 import torch
 
+from autoglm.engine.plan_builder import row_sampling
+from autoglm.engine.sequence import Sequence
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.sampling_params import SamplingParams
 
@@ -16,17 +18,19 @@ DRAWS = 4000
 REPEATS = [1, 2, 1]
 
 
-def build(params, prompts=None, outputs=None, generators=None, eos_token_ids=(), vocab_size=5):
+def build(params, prompts=None, outputs=None, eos_token_ids=(), vocab_size=5):
+    """The sampling batch of rows with these settings and histories, as the engine plans them."""
     rows = len(params)
-    return SamplingBatch.build(
-        params,
-        prompts or [[] for _ in range(rows)],
-        outputs or [[] for _ in range(rows)],
-        generators or [None] * rows,
-        set(eos_token_ids),
-        vocab_size,
-        CPU,
-    )
+    prompts, outputs = prompts or [[] for _ in range(rows)], outputs or [[] for _ in range(rows)]
+    seqs = [Sequence(request_id="r", index=0, token_ids=prompt + output, num_prompt_tokens=len(prompt), params=p,
+                     max_tokens=16, arrival_time=0.0, seed=sequence_seed(p))
+            for p, prompt, output in zip(params, prompts, outputs)]
+    return SamplingBatch.build([row_sampling(seq, set(eos_token_ids)) for seq in seqs], vocab_size, CPU)
+
+
+def sequence_seed(params: SamplingParams) -> int:
+    """As the engine gives it: the request's seed, else a fresh one (here from torch's RNG, which each test seeds)."""
+    return params.seed if params.seed is not None else int(torch.randint(2**62, ()))
 
 
 def token_counts(logits_row, params, **build_kwargs):
@@ -178,18 +182,17 @@ def test_min_tokens_bans_eos_and_stop_tokens_until_reached():
 def test_seeded_row_draws_the_same_tokens_alone_or_in_any_batch():
     torch.manual_seed(0)
     row_logits = torch.randn(20, 50)
-    params = SamplingParams(temperature=1.0, top_p=0.95)
 
     def run(neighbours: int, seed: int) -> list[int]:
         """The seeded row's tokens over 20 steps, placed in the middle of random top-k rows."""
         position = neighbours // 2
         rows = [SamplingParams(top_k=10)] * neighbours
-        rows.insert(position, params)
-        generators = [None] * neighbours
-        generators.insert(position, torch.Generator().manual_seed(seed))
-        batch = build(rows, generators=generators, vocab_size=50)
+        rows.insert(position, SamplingParams(temperature=1.0, top_p=0.95, seed=seed))
         tokens = []
         for step in range(20):
+            outputs = [[] for _ in rows]
+            outputs[position] = list(tokens)  # the row's draw index is its output length
+            batch = build(rows, outputs=outputs, vocab_size=50)
             logits = torch.randn(neighbours + 1, 50)
             logits[position] = row_logits[step]
             tokens.append(Sampler()(logits, batch).token_ids[position].item())
@@ -203,8 +206,7 @@ def test_seeded_row_draws_the_same_tokens_alone_or_in_any_batch():
 
 def test_rows_sharing_a_seed_draw_the_same_tokens():
     logits = torch.randn(1, 50).repeat(3, 1)
-    generators = [torch.Generator().manual_seed(3), None, torch.Generator().manual_seed(3)]
-    batch = build([SamplingParams()] * 3, generators=generators, vocab_size=50)
+    batch = build([SamplingParams(seed=3), SamplingParams(), SamplingParams(seed=3)], vocab_size=50)
     token_ids = Sampler()(logits, batch).token_ids
     assert token_ids[0] == token_ids[2]
 
@@ -214,8 +216,6 @@ def test_mismatched_shapes_are_rejected():
     expected = r"logits must have shape \[2, 5\] to match the sampling batch, got \[2, 6\]"
     with pytest.raises(ValueError, match=expected):
         Sampler()(torch.zeros(2, 6), batch)
-    with pytest.raises(ValueError, match=r"must each have one entry per params \(2\), got 2, 1 and 2"):
-        SamplingBatch.build([SamplingParams()] * 2, [[], []], [[]], [None, None], set(), 5, CPU)
 
 
 def test_logit_bias_shifts_each_rows_own_tokens_before_greedy_and_random_picks():
@@ -246,3 +246,23 @@ def test_logit_bias_applies_before_penalties_and_leaves_logprobs_raw():
 
 def test_no_row_with_logit_bias_skips_the_stage():
     assert build([SamplingParams(), SamplingParams(temperature=0)]).logit_bias is None
+
+
+def test_seeded_draws_differ_from_step_to_step():
+    logits = torch.zeros(1, 1000)
+    draws = [Sampler()(logits, build([SamplingParams(seed=5)], outputs=[[0] * step], vocab_size=1000)).token_ids.item()
+             for step in range(4)]
+    assert len(set(draws)) > 1
+
+
+def test_ranks_of_sampled_tokens_match_a_full_log_softmax():
+    torch.manual_seed(0)
+    logits = torch.randn(8, 300)
+    logits[:, 7] = logits[:, 8]  # a tie: both share a rank
+    params = [SamplingParams(temperature=t, logprobs=2) for t in (0, 0.5, 1.0, 2.0)] * 2
+    output = Sampler()(logits, build(params, vocab_size=300))
+    raw = torch.log_softmax(logits, dim=-1)
+    chosen = raw.gather(1, output.token_ids.unsqueeze(1))
+    assert torch.equal(output.ranks, (raw > chosen).sum(dim=-1) + 1)
+    forced = Sampler()(logits[:1], build([SamplingParams(logit_bias={8: 100}, logprobs=0)], vocab_size=300))
+    assert forced.token_ids.item() == 8 and forced.ranks.item() == (raw[0] > raw[0, 8]).sum().item() + 1

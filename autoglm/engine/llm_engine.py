@@ -5,6 +5,7 @@ Both the offline :class:`autoglm.llm.LLM` and the HTTP server drive this class.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from dataclasses import dataclass
 
@@ -13,18 +14,19 @@ import torch
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.detokenizer import IncrementalDetokenizer
+from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.engine.tokenize import encode_text
 from autoglm.errors import InvalidRequestError
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
-from autoglm.runner.model_runner import StepResult, TokenLogprobs
 from autoglm.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -70,8 +72,9 @@ class LLMEngine:
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
             SCHEDULING_POLICIES[config.scheduling_policy](),
         )
-        # Unseeded requests draw from this, not torch's global RNG: engines in one process stay independent.
-        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
+        # process stay independent, and one engine's outputs are fixed by its seed and request order.
+        self.request_seeds = random.Random(config.seed)
         self.requests: dict[str, RequestState] = {}
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
@@ -110,7 +113,7 @@ class LLMEngine:
             seqs.append(Sequence(
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority,
-                generator=self._generator(params, index), parent=seqs[0] if seqs else None,
+                seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
             ))
         state = RequestState(
             request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
@@ -160,12 +163,12 @@ class LLMEngine:
             )
         return params.max_tokens
 
-    def _generator(self, params: SamplingParams, index: int) -> torch.Generator:
+    def _sequence_seed(self, params: SamplingParams, index: int) -> int:
+        """The seed of a completion's draws: ``seed + index`` for a seeded request (n > 1 completions
+        differ), else one drawn from this engine's own stream."""
         if params.seed is None:
-            return self.generator
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed((params.seed + index) % 2**64)  # n > 1: each completion its own stream
-        return generator
+            return self.request_seeds.getrandbits(63)
+        return (params.seed + index) % 2**64
 
     def abort_request(self, request_id: str) -> bool:
         """Stop a request now and free its blocks; False if it is unknown or already done."""
@@ -215,9 +218,10 @@ class LLMEngine:
                 self._restart_prompt_logprobs(seq)
             if not batch.seqs:
                 return []
-            result = self.runner.execute(batch.seqs, batch.num_new_tokens)
+            planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids)
+            output = self.runner.execute(planned.plan)
             with self.profiler.phase(OUTPUTS):
-                return self._process_result(batch, result)
+                return self._process_result(batch, step_result(planned, output))
 
     def _process_result(self, batch: ScheduledBatch, result: StepResult) -> list[RequestOutput]:
         """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens."""

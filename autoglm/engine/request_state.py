@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.sequence import Sequence
 from autoglm.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestMetrics, RequestOutput
-from autoglm.runner.model_runner import TokenLogprobs
+from autoglm.engine.step_result import TokenLogprobs
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 
 

@@ -5,8 +5,6 @@ import enum
 import itertools
 from dataclasses import dataclass, field
 
-import torch
-
 from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()
@@ -39,7 +37,6 @@ class Sequence:
     max_tokens: int  # resolved against the context length
     arrival_time: float
     priority: int = 0
-    generator: torch.Generator | None = None
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
@@ -47,6 +44,7 @@ class Sequence:
     block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
     num_published_blocks: int = 0  # leading blocks already offered to the prefix cache
     num_preemptions: int = 0
+    seed: int = 0  # every draw of this completion derives from it (see the engine's _sequence_seed)
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
     queued_step: int | None = None  # scheduler step at which the request was first queued
     seq_id: int = field(default_factory=lambda: next(_sequence_counter))

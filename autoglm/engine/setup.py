@@ -98,7 +98,7 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
         logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
     eos_token_ids = collect_eos_token_ids(model_path, model_config, tokenizer)
     num_blocks = _num_blocks(config, model, dtype, device, max_context_len)
-    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size, eos_token_ids)
+    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size)
     logger.info("KV cache holds %d tokens; engine ready in %.1f s", num_blocks * config.block_size,
                 time.perf_counter() - started)
     return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,

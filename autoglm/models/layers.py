@@ -8,7 +8,7 @@ from torch import nn
 from autoglm.models.linear import Linear, MergedLinear, checkpoint_parameter
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.rotary import RotaryAngles
-from autoglm.runner.attention import Attention
+from autoglm.attention import Attention
 
 SUPPORTED_ACTIVATIONS = ("silu", "swish")  # transformers treats both names as SiLU
 

@@ -1,1 +1,1 @@
-"""Turns a scheduled batch into tensors, runs the model and samples."""
+"""Takes a step plan, runs the model on it and samples: the engine-facing side of the device."""

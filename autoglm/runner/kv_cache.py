@@ -6,7 +6,7 @@ import logging
 import torch
 from torch import nn
 
-from autoglm.runner.attention import Attention
+from autoglm.attention import Attention
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from autoglm.sampling_params import SamplingParams
+from autoglm.step_plan import RowSampling
 
 
 @dataclass
@@ -35,29 +35,13 @@ class SamplingBatch:
     output_token_counts: torch.Tensor | None  # [N, V] float
     min_tokens_ban: tuple[torch.Tensor, torch.Tensor] | None  # (rows, token ids) to mask out
     logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
-    generators: dict[int, torch.Generator | None]  # each sampled row's generator; None: torch's global RNG
+    draw_seeds: dict[int, int]  # each sampled row: the seed of this row's draw
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
 
     @classmethod
-    def build(
-        cls,
-        params: list[SamplingParams],
-        prompt_token_ids: list[list[int]],
-        output_token_ids: list[list[int]],
-        generators: list[torch.Generator | None],
-        eos_token_ids: set[int],
-        vocab_size: int,
-        device: torch.device,
-    ) -> "SamplingBatch":
-        num_rows = len(params)
-        lengths = (len(prompt_token_ids), len(output_token_ids), len(generators))
-        if lengths != (num_rows,) * 3:
-            raise ValueError(
-                f"prompt_token_ids, output_token_ids and generators must each have one entry per "
-                f"params ({num_rows}), got {lengths[0]}, {lengths[1]} and {lengths[2]}"
-            )
-
-        sampled = [not p.greedy for p in params]
+    def build(cls, rows: list[RowSampling], vocab_size: int, device: torch.device) -> "SamplingBatch":
+        num_rows = len(rows)
+        sampled = [not p.greedy for p in rows]
 
         def per_row(
             values: list[float],
@@ -73,34 +57,34 @@ class SamplingBatch:
                 return None
             return torch.tensor(values, dtype=dtype, device=device)
 
-        repetition_penalty = per_row([p.repetition_penalty for p in params], 1.0)
-        frequency_penalty = per_row([p.frequency_penalty for p in params], 0.0)
-        presence_penalty = per_row([p.presence_penalty for p in params], 0.0)
-        top_k = [min(p.top_k, vocab_size) if p.top_k > 0 else vocab_size for p in params]
+        repetition_penalty = per_row([p.repetition_penalty for p in rows], 1.0)
+        frequency_penalty = per_row([p.frequency_penalty for p in rows], 0.0)
+        presence_penalty = per_row([p.presence_penalty for p in rows], 0.0)
+        top_k = [min(p.top_k, vocab_size) if p.top_k > 0 else vocab_size for p in rows]
         seen_token_mask = output_token_counts = None
         if repetition_penalty is not None:
-            seen = [prompt + output for prompt, output in zip(prompt_token_ids, output_token_ids)]
+            seen = [p.prompt_token_ids + p.output_token_ids for p in rows]
             seen_token_mask = _token_counts(seen, vocab_size, device) > 0
         if frequency_penalty is not None or presence_penalty is not None:
-            output_token_counts = _token_counts(output_token_ids, vocab_size, device)
+            output_token_counts = _token_counts([p.output_token_ids for p in rows], vocab_size, device)
         return cls(
             num_rows=num_rows,
             vocab_size=vocab_size,
             all_greedy=not any(sampled),
             greedy=None if all(sampled) else torch.tensor([not s for s in sampled], device=device),
-            temperature=per_row([p.temperature for p in params], 1.0, only_sampled=True),
+            temperature=per_row([p.temperature for p in rows], 1.0, only_sampled=True),
             top_k=per_row(top_k, vocab_size, torch.long, only_sampled=True),
-            top_p=per_row([p.top_p for p in params], 1.0, only_sampled=True),
-            min_p=per_row([p.min_p for p in params], 0.0, only_sampled=True),
+            top_p=per_row([p.top_p for p in rows], 1.0, only_sampled=True),
+            min_p=per_row([p.min_p for p in rows], 0.0, only_sampled=True),
             repetition_penalty=repetition_penalty,
             seen_token_mask=seen_token_mask,
             frequency_penalty=frequency_penalty,
             presence_penalty=presence_penalty,
             output_token_counts=output_token_counts,
-            min_tokens_ban=_min_tokens_ban(params, output_token_ids, eos_token_ids, vocab_size, device),
-            logit_bias=_logit_bias(params, device),
-            generators={row: g for row, (g, s) in enumerate(zip(generators, sampled)) if s},
-            max_num_logprobs=max((p.logprobs for p in params if p.logprobs is not None), default=None),
+            min_tokens_ban=_min_tokens_ban(rows, vocab_size, device),
+            logit_bias=_logit_bias(rows, device),
+            draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
+            max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
         )
 
 
@@ -112,6 +96,7 @@ class SamplerOutput:
     logprobs: torch.Tensor | None  # [N] float32, of the sampled token under the raw logits; None when no row asks
     top_token_ids: torch.Tensor | None  # [N, K] long, K = batch.max_num_logprobs
     top_logprobs: torch.Tensor | None  # [N, K] float32, descending
+    ranks: torch.Tensor | None  # [N] long: 1 + how many tokens the raw model found likelier than the sampled one
 
 
 class Sampler:
@@ -132,12 +117,14 @@ class Sampler:
         shaped = _apply_penalties(_apply_logit_bias(_apply_min_tokens(logits, batch), batch), batch)
         token_ids = _sample(shaped, batch)
         if batch.max_num_logprobs is None:  # a pass over [N, vocab] saved when nobody reads it
-            return SamplerOutput(token_ids, None, None, None)
+            return SamplerOutput(token_ids, None, None, None, None)
         log_normaliser = logits.logsumexp(dim=-1)
         top_values, top_token_ids = logits.topk(min(batch.max_num_logprobs, batch.vocab_size), dim=-1)
         top_logprobs = top_values - log_normaliser.unsqueeze(1)
-        logprobs = logits.gather(1, token_ids.unsqueeze(1)).squeeze(1) - log_normaliser
-        return SamplerOutput(token_ids, logprobs, top_token_ids, top_logprobs)
+        chosen = logits.gather(1, token_ids.unsqueeze(1))
+        # A log-probability is its logit less the row's normaliser, so ranking logits ranks log-probs.
+        ranks = (logits > chosen).sum(dim=-1) + 1
+        return SamplerOutput(token_ids, chosen.squeeze(1) - log_normaliser, top_token_ids, top_logprobs, ranks)
 
 
 def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
@@ -149,27 +136,32 @@ def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     if batch.min_p is not None:
         threshold = batch.min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
         probs = probs.masked_fill(probs < threshold, 0.0)
-    sampled = _draw(probs, batch.generators)
+    sampled = _draw(probs, batch.draw_seeds)
     if batch.greedy is None:
         return sampled
     return torch.where(batch.greedy, logits.argmax(dim=-1), sampled)
 
 
-def _draw(probs: torch.Tensor, generators: dict[int, torch.Generator | None]) -> torch.Tensor:
+def _draw(probs: torch.Tensor, draw_seeds: dict[int, int]) -> torch.Tensor:
     """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i / sum(p), like
-    multinomial, without needing normalised probs. A row with a generator of its own (a seeded
-    request) draws from it alone, so its draw does not depend on the rest of the batch; rows
-    sharing one (an engine's unseeded requests) draw from it in one call. Greedy rows draw nothing."""
+    multinomial, without needing normalised probs. Each sampled row's E comes from its own draw
+    seed alone, so its draw depends on nothing else in the batch and never touches torch's
+    global RNG; greedy rows (no seed here) draw nothing."""
     noise = torch.ones_like(probs)
-    rows_by_generator: dict[torch.Generator | None, list[int]] = {}
-    for row, generator in generators.items():
-        rows_by_generator.setdefault(generator, []).append(row)
-    for generator, rows in rows_by_generator.items():
-        if len(rows) == probs.shape[0]:
-            noise.exponential_(generator=generator)
-        else:
-            noise[rows] = noise.new_empty(len(rows), probs.shape[1]).exponential_(generator=generator)
+    generator = torch.Generator(device=probs.device)
+    for row, seed in draw_seeds.items():
+        noise[row].exponential_(generator=generator.manual_seed(seed))
     return probs.div(noise).argmax(dim=-1)
+
+
+def draw_seed(seed: int, draw_index: int) -> int:
+    """The seed of a seeded row's ``draw_index``-th draw: a 64-bit mix (SplitMix64's finaliser) of
+    both, so nearby seeds and counters give unrelated streams."""
+    mask = 2**64 - 1
+    value = (seed + (draw_index + 1) * 0x9E3779B97F4A7C15) & mask
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & mask
+    return (value ^ (value >> 31)) & (2**63 - 1)  # manual_seed takes it whatever its sign bit
 
 
 def _apply_top_k_top_p(
@@ -235,32 +227,23 @@ def _token_counts(token_ids: list[list[int]], vocab_size: int, device: torch.dev
     return counts[:, :vocab_size]
 
 
-def _min_tokens_ban(
-    params: list[SamplingParams],
-    output_token_ids: list[list[int]],
-    eos_token_ids: set[int],
-    vocab_size: int,
-    device: torch.device,
-) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _min_tokens_ban(rows: list[RowSampling], vocab_size: int,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(row, token) pairs to mask; ids outside the vocabulary can never be sampled, so they are left out."""
-    rows: list[int] = []
-    token_ids: list[int] = []
-    for row, (p, output) in enumerate(zip(params, output_token_ids)):
-        if len(output) < p.min_tokens:
-            banned = {t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab_size}
-            rows += [row] * len(banned)
-            token_ids += sorted(banned)
-    if not rows:
+    pairs = [(row, token_id) for row, p in enumerate(rows) for token_id in sorted(set(p.banned_token_ids))
+             if token_id < vocab_size]
+    if not pairs:
         return None
-    return torch.tensor(rows, device=device), torch.tensor(token_ids, device=device)
+    banned_rows, token_ids = zip(*pairs)
+    return torch.tensor(banned_rows, device=device), torch.tensor(token_ids, device=device)
 
 
-def _logit_bias(params: list[SamplingParams],
+def _logit_bias(rows: list[RowSampling],
                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """Every row's biases flattened to (row, token id, bias) triples, so one index_put applies them all."""
-    triples = [(row, token_id, bias) for row, p in enumerate(params) for token_id, bias in p.logit_bias.items()]
+    triples = [(row, token_id, bias) for row, p in enumerate(rows) for token_id, bias in p.logit_bias.items()]
     if not triples:
         return None
-    rows, token_ids, biases = zip(*triples)
-    return (torch.tensor(rows, device=device), torch.tensor(token_ids, device=device),
+    biased_rows, token_ids, biases = zip(*triples)
+    return (torch.tensor(biased_rows, device=device), torch.tensor(token_ids, device=device),
             torch.tensor(biases, dtype=torch.float32, device=device))

@@ -1,11 +1,12 @@
 """An engine whose model is replaced by a rule, to test scheduling fast and exactly.
 
-The runner picks the rows to score and sample as the real one does (``LogitRows``) and
-builds the real step inputs (which checks that every computed token has a KV slot), but
-its tokens and log-probabilities come from formulas the tests can check.
+The runner receives the real step plan (whose building checks that every computed token has a
+KV slot) and answers its sampled rows and scored prompt positions, but its tokens and
+log-probabilities come from formulas the tests can check.
 """
 from __future__ import annotations
 
+import bisect
 from functools import lru_cache
 
 import torch
@@ -13,12 +14,13 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, collect_eos_token_ids
 from autoglm.model_paths import DEFAULT_MODEL_DIR
 from autoglm.models import ModelConfig
-from autoglm.runner.model_runner import LogitRows, StepResult, TokenLogprobs
-from autoglm.runner.step_inputs import build_step_inputs
+from autoglm.step_output import ScoredPrompt, StepOutput
+from autoglm.step_plan import StepPlan
 
 FIRST_TOKEN_ID = 10  # generated ids stay clear of the special tokens, so nothing stops early
 
@@ -31,26 +33,27 @@ def prompt_logprob(position: int) -> float:
 class ScriptedRunner:
     """Stands in for :class:`ModelRunner`: next token = a function of the sequence so far."""
 
-    def __init__(self, block_size: int, vocab_size: int) -> None:
-        self.block_size = block_size
+    def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
         self.num_steps = 0
+        self.scheduler: Scheduler | None = None  # the engine's, whose running sequences the plan's rows are
         self.last_seqs: list[Sequence] = []  # what the latest step computed
 
-    def execute(self, seqs: list[Sequence], num_new_tokens: list[int]) -> StepResult:
+    def execute(self, plan: StepPlan) -> StepOutput:
         self.num_steps += 1
-        self.last_seqs = list(seqs)
-        wanted = LogitRows.of(build_step_inputs(seqs, num_new_tokens, self.block_size, torch.device("cpu")))
-        result = StepResult()
-        for seq, first_position, query_len, _ in wanted.scoring:
-            last_position = min(first_position + query_len, seq.num_prompt_tokens - 1)
-            result.prompt_logprobs[seq] = [
-                TokenLogprobs(seq.token_ids[position + 1], prompt_logprob(position + 1), 1)
-                for position in range(first_position, last_position)
-            ]
-        for seq in wanted.sampling_seqs:
-            result.sampled[seq] = TokenLogprobs(self.next_token(seq.token_ids, seq.index), None)
-        return result
+        by_id = {seq.seq_id: seq for seq in self.scheduler.running}
+        self.last_seqs = [by_id[row_id] for row_id in plan.row_ids]
+        output = StepOutput()
+        for scoring in plan.prompt_scoring:
+            count = len(scoring.target_token_ids)
+            first = int(plan.positions[scoring.first_token])
+            output.prompt_logprobs.append(ScoredPrompt(
+                [prompt_logprob(first + 1 + i) for i in range(count)], [1] * count, [[]] * count, [[]] * count))
+        starts = plan.cu_seqlens_q()
+        for token in plan.sample_tokens:
+            seq = self.last_seqs[bisect.bisect_right(starts, token) - 1]
+            output.token_ids.append(self.next_token(seq.token_ids, seq.index))
+        return output
 
     def next_token(self, token_ids: list[int], index: int) -> int:
         """Deterministic, different for each of a request's completions."""
@@ -71,6 +74,8 @@ def scripted_engine(num_blocks: int, **settings) -> LLMEngine:
         model_path=DEFAULT_MODEL_DIR, model_config=model_config, tokenizer=tokenizer, device=torch.device("cpu"),
         dtype=torch.float32, max_context_len=config.max_context_len,
         eos_token_ids=collect_eos_token_ids(DEFAULT_MODEL_DIR, model_config, tokenizer), num_blocks=num_blocks,
-        runner=ScriptedRunner(config.block_size, model_config.vocab_size),
+        runner=ScriptedRunner(model_config.vocab_size),
     )
-    return LLMEngine(config, parts)
+    engine = LLMEngine(config, parts)
+    engine.runner.scheduler = engine.scheduler
+    return engine

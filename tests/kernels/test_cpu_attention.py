@@ -8,8 +8,8 @@ import torch
 
 from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
-from autoglm.runner.attention import torch_backend
-from autoglm.runner.attention.metadata import AttentionMetadata
+from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
+from autoglm.attention.metadata import AttentionMetadata
 
 pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernel needs AVX-512")
 
@@ -24,9 +24,14 @@ def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -
     return AttentionMetadata(
         slot_mapping=torch.zeros(0, dtype=torch.long),
         block_size=block_size,
+        cu_seqlens_q=torch.arange(len(context_lens) + 1),
+        seq_lens=torch.tensor(context_lens),
+        block_tables=torch.tensor([table + [0] * (width - len(table)) for table in tables]),
         num_decode_tokens=len(context_lens),
-        decode_block_tables=torch.tensor([table + [0] * (width - len(table)) for table in tables]),
-        decode_context_lens=torch.tensor(context_lens),
+        max_query_len=1,
+        max_seq_len=max(context_lens),
+        host_cu_seqlens_q=list(range(len(context_lens) + 1)),
+        host_seq_lens=list(context_lens),
     )
 
 
@@ -44,7 +49,7 @@ def test_in_place_decode_attention_matches_the_gathered_one(cpu_kernels, heads, 
     expected = torch.nn.functional.scaled_dot_product_attention(
         q.unsqueeze(2), keys, values, attn_mask=mask, scale=0.3, enable_gqa=True
     ).squeeze(2)
-    got = torch_backend.decode_attention(q, k_cache, v_cache, metadata, scale=0.3)
+    got = CpuKernelAttentionBackend().decode(q, k_cache, v_cache, metadata, scale=0.3)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 

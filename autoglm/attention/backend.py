@@ -1,0 +1,57 @@
+"""The interface every attention implementation offers the runner and the attention layers."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+import torch
+
+from autoglm.attention.metadata import AttentionMetadata
+from autoglm.step_plan import StepPlan
+
+if TYPE_CHECKING:
+    from autoglm.attention.layer import Attention
+
+
+class AttentionBackend(ABC):
+    """Turns a step plan into metadata once per step, then runs each layer's attention with it.
+
+    A backend that runs under graph capture also implements the graph hooks: it keeps fixed-size
+    device buffers for the largest batch a graph serves, and refills them in place before each
+    replay, so a captured graph reads new metadata from the same addresses.
+    """
+
+    name: str = "abstract"
+    supports_graph_capture: bool = False
+
+    def build_metadata(self, plan: StepPlan, device: torch.device) -> AttentionMetadata:
+        """Flat varlen metadata on ``device``, from the plan's CPU tensors and lists."""
+        cu_seqlens_q = plan.cu_seqlens_q()
+        return AttentionMetadata(
+            slot_mapping=plan.slot_mapping.to(device, non_blocking=True),
+            block_size=plan.block_size,
+            cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.long).to(device, non_blocking=True),
+            seq_lens=torch.tensor(plan.seq_lens, dtype=torch.long).to(device, non_blocking=True),
+            block_tables=plan.block_tables.to(device, non_blocking=True),
+            num_decode_tokens=plan.num_decode_tokens,
+            max_query_len=max(plan.query_lens, default=0),
+            max_seq_len=max(plan.seq_lens, default=0),
+            host_cu_seqlens_q=cu_seqlens_q,
+            host_seq_lens=list(plan.seq_lens),
+        )
+
+    @abstractmethod
+    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                metadata: AttentionMetadata) -> torch.Tensor:
+        """Write this step's K/V (``[T, Hkv, D]``) into ``layer``'s cache slots, then attend each
+        query (``[T, H, D]``) over its row's context; returns ``[T, H, D]``."""
+
+    def init_graph_buffers(self, max_batch: int, max_blocks: int) -> None:
+        """Allocate device buffers for metadata of up to ``max_batch`` rows of ``max_blocks``
+        blocks each, before any graph is captured; graphs then read only these buffers."""
+        raise NotImplementedError(f"the {self.name} attention backend does not support graph capture")
+
+    def fill_graph_buffers(self, metadata: AttentionMetadata) -> AttentionMetadata:
+        """Copy ``metadata`` into the buffers (padding unused rows so they attend to nothing) and
+        return metadata viewing them, for a replay to read."""
+        raise NotImplementedError(f"the {self.name} attention backend does not support graph capture")

@@ -1,0 +1,62 @@
+"""Portable attention in plain PyTorch: runs on the CPU and on any torch device."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from autoglm.attention.backend import AttentionBackend
+from autoglm.attention.metadata import AttentionMetadata
+
+if TYPE_CHECKING:
+    from autoglm.attention.layer import Attention
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """Decode rows as one batched gather-then-attend; each prefill row as one SDPA call."""
+
+    name = "torch"
+
+    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                metadata: AttentionMetadata) -> torch.Tensor:
+        k_cache, v_cache = layer.k_cache, layer.v_cache
+        k_cache.index_copy_(0, metadata.slot_mapping, k)
+        v_cache.index_copy_(0, metadata.slot_mapping, v)
+        out = torch.empty_like(q)
+        num_decodes = metadata.num_decode_tokens
+        if num_decodes:
+            out[:num_decodes] = self.decode(q[:num_decodes], k_cache, v_cache, metadata, layer.scale)
+        starts = metadata.host_cu_seqlens_q
+        for row in range(num_decodes, metadata.num_rows):
+            rows = slice(starts[row], starts[row + 1])
+            if metadata.host_seq_lens[row] == rows.stop - rows.start:  # nothing cached before this chunk
+                out[rows] = sequence_attention(q[rows], k[rows], v[rows], layer.scale)
+            else:
+                slots, mask = metadata.prefix_context(row)
+                out[rows] = sequence_attention(q[rows], k_cache[slots], v_cache[slots], layer.scale, mask)
+        return out
+
+    def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
+               scale: float) -> torch.Tensor:
+        """One query per row over its whole cached context: ``[B, H, D]`` in and out."""
+        slots, mask = metadata.padded_decode_context()
+        keys = k_cache[slots].transpose(1, 2)  # [B, Hkv, L, D]
+        values = v_cache[slots].transpose(1, 2)
+        attended = F.scaled_dot_product_attention(
+            q.unsqueeze(2), keys, values, attn_mask=mask, scale=scale, enable_gqa=True  # queries [B, H, 1, D]
+        )
+        return attended.squeeze(2)
+
+
+def sequence_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                       mask: torch.Tensor | None = None) -> torch.Tensor:
+    """One sequence's queries ``[Q, H, D]`` over its keys and values ``[L, Hkv, D]``: causal
+    when ``mask`` is None, else where ``mask`` ``[Q, L]`` allows. Returns ``[Q, H, D]``."""
+    # As [1, heads, tokens, head_dim]: with a batch dimension the CPU takes its flash kernel,
+    # 7x faster on a 2k-token prompt than the 3-D call, which materialises every score.
+    queries, keys, values = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    attended = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale, enable_gqa=True
+    )
+    return attended[0].transpose(0, 1)

@@ -1,0 +1,98 @@
+"""Turn the scheduler's batch into a :class:`~autoglm.step_plan.StepPlan`, and remember which
+sequence each of its rows stands for so that the runner's arrays can be mapped back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from autoglm.engine.sequence import Sequence
+from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+
+
+@dataclass
+class PlannedStep:
+    """A plan and the sequences behind it, in the plan's own orders."""
+
+    plan: StepPlan
+    seqs: list[Sequence]  # one per row
+    sampled_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.sampling``
+    scoring_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.prompt_scoring``
+
+
+def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size: int,
+                    eos_token_ids: set[int]) -> PlannedStep:
+    """Rows ordered single-token queries first; each row's tokens, positions and KV slots flattened."""
+    order = sorted(range(len(seqs)), key=lambda i: num_new_tokens[i] != 1)
+    seqs = [seqs[i] for i in order]
+    query_lens = [num_new_tokens[i] for i in order]
+    seq_lens = [seq.num_computed_tokens + query_len for seq, query_len in zip(seqs, query_lens)]
+    max_blocks = -(-max(seq_lens, default=0) // block_size)
+    tables = [seq.block_table[:max_blocks] + [0] * (max_blocks - len(seq.block_table[:max_blocks])) for seq in seqs]
+    token_ids: list[int] = []
+    positions: list[int] = []
+    sample_tokens: list[int] = []
+    sampling: list[RowSampling] = []
+    prompt_scoring: list[PromptScoring] = []
+    sampled_seqs: list[Sequence] = []
+    scoring_seqs: list[Sequence] = []
+    for seq, query_len, seq_len in zip(seqs, query_lens, seq_lens):
+        start = seq.num_computed_tokens
+        first_token = len(token_ids)
+        token_ids.extend(seq.token_ids[start:seq_len])
+        positions.extend(range(start, seq_len))
+        if seq.needs_prompt_logprobs and start < seq.num_prompt_tokens - 1:
+            last = min(seq_len, seq.num_prompt_tokens - 1)
+            prompt_scoring.append(PromptScoring(first_token, seq.token_ids[start + 1 : last + 1],
+                                                seq.params.prompt_logprobs or 0))
+            scoring_seqs.append(seq)
+        if seq_len == seq.num_tokens:
+            sample_tokens.append(len(token_ids) - 1)
+            sampling.append(row_sampling(seq, eos_token_ids))
+            sampled_seqs.append(seq)
+    rows = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(query_lens, dtype=torch.long))
+    block_tables = torch.tensor(tables, dtype=torch.long).reshape(len(seqs), max_blocks)
+    position_tensor = torch.tensor(positions, dtype=torch.long)
+    slot_mapping = block_tables[rows, position_tensor // block_size] * block_size + position_tensor % block_size
+    plan = StepPlan(
+        input_ids=torch.tensor(token_ids, dtype=torch.long),
+        positions=position_tensor,
+        slot_mapping=slot_mapping,
+        block_tables=block_tables,
+        block_size=block_size,
+        query_lens=query_lens,
+        seq_lens=seq_lens,
+        row_ids=[seq.seq_id for seq in seqs],
+        sample_tokens=sample_tokens,
+        sampling=sampling,
+        prompt_scoring=prompt_scoring,
+    )
+    return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
+
+
+def row_sampling(seq: Sequence, eos_token_ids: set[int]) -> RowSampling:
+    """The sequence's sampling settings as plain values for its next token.
+
+    Every draw derives from the sequence's seed and its draw count, never from a global RNG.
+    """
+    params = seq.params
+    banned = (*eos_token_ids, *params.stop_token_ids) if seq.num_output_tokens < params.min_tokens else ()
+    repetition = params.repetition_penalty != 1.0
+    output_penalty = repetition or params.frequency_penalty != 0.0 or params.presence_penalty != 0.0
+    return RowSampling(
+        greedy=params.greedy,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        min_p=params.min_p,
+        repetition_penalty=params.repetition_penalty,
+        frequency_penalty=params.frequency_penalty,
+        presence_penalty=params.presence_penalty,
+        logit_bias=params.logit_bias,
+        banned_token_ids=tuple(sorted(set(banned))),
+        num_logprobs=params.logprobs,
+        seed=seq.seed,
+        draw_index=seq.num_output_tokens,
+        prompt_token_ids=seq.prompt_token_ids if repetition else [],
+        output_token_ids=seq.output_token_ids if output_penalty else [],
+    )

@@ -1,0 +1,108 @@
+"""The step plan: one engine step's work as plain data, handed from the engine to the runner.
+
+It holds flat CPU tensors and lists only (no engine objects), so it pickles: it is what a
+tensor-parallel worker would receive and what fixed graph buffers would be filled from. Rows are
+sequences; a row carries ``query_lens[row]`` tokens, so a speculative step's several tokens per
+row fit as well as a prefill chunk. Single-token rows come first.
+
+Built ahead of time: an input token may be left as a placeholder whose id is "the token the
+previous step sampled for row ``r``" (``deferred_positions``/``deferred_sources``), filled in on
+the device by the runner, so the next plan need not wait for the previous step's ids to come back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class RowSampling:
+    """How one sampled row picks its token: its request's settings, resolved to plain values.
+
+    Randomness is carried as ``seed`` plus ``draw_index`` (how many tokens the row drew before)
+    rather than as a ``torch.Generator``: a generator is state that would have to travel back and
+    forth with every plan, whereas a seed and a counter fix each draw by themselves, so a seeded
+    request's output depends on nothing else in the batch, on which process samples it, or on
+    whether the plan was built before the previous step ended.
+    """
+
+    greedy: bool = False  # take the most likely token; the settings that shape a draw are ignored
+    temperature: float = 1.0
+    top_k: int = 0  # 0: every token
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    banned_token_ids: tuple[int, ...] = ()  # min_tokens not reached yet: its EOS and stop ids
+    num_logprobs: int | None = None  # top-N log-probs to return; None: no log-probs at all
+    seed: int = 0  # the engine gives every sequence one (an unseeded request's from the engine's own stream)
+    draw_index: int = 0
+    # The histories the penalties read; empty when no penalty needs them.
+    prompt_token_ids: list[int] = field(default_factory=list)
+    output_token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PromptScoring:
+    """Score prompt positions: the log-probability of each next prompt token given those before it."""
+
+    first_token: int  # index in the flattened batch of the first scored position
+    target_token_ids: list[int]  # the token that follows each scored position
+    num_top: int  # top-N alternatives to return per position (0: none)
+
+
+@dataclass
+class StepPlan:
+    """Everything the runner needs for one forward pass and the sampling after it."""
+
+    input_ids: torch.Tensor  # [T] long
+    positions: torch.Tensor  # [T] long
+    slot_mapping: torch.Tensor  # [T] long: KV cache slot of each token
+    block_tables: torch.Tensor  # [B, max_blocks] long, padded with block 0
+    block_size: int
+    query_lens: list[int]  # [B]: tokens each row computes in this step
+    seq_lens: list[int]  # [B]: each row's context length once this step's tokens are written
+    row_ids: list[int]  # [B]: the sequence behind each row, the same in every step, for per-sequence state
+    sample_tokens: list[int] = field(default_factory=list)  # token whose logits choose each sampled row's next token
+    sampling: list[RowSampling] = field(default_factory=list)  # one per sampled row
+    prompt_scoring: list[PromptScoring] = field(default_factory=list)
+    deferred_positions: list[int] = field(default_factory=list)  # placeholder tokens to fill on the device
+    deferred_sources: list[int] = field(default_factory=list)  # the previous step's sampled row for each
+
+    def __post_init__(self) -> None:
+        if len(self.sample_tokens) != len(self.sampling):
+            raise ValueError(f"sample_tokens ({len(self.sample_tokens)}) and sampling ({len(self.sampling)}) "
+                             "must have one entry per sampled row")
+        if len(self.deferred_positions) != len(self.deferred_sources):
+            raise ValueError(f"deferred_positions ({len(self.deferred_positions)}) and deferred_sources "
+                             f"({len(self.deferred_sources)}) must pair up")
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def num_decode_tokens(self) -> int:
+        """Leading single-token rows, one token each."""
+        count = 0
+        for query_len in self.query_lens:
+            if query_len != 1:
+                break
+            count += 1
+        return count
+
+    def cu_seqlens_q(self) -> list[int]:
+        """Each row's first token in the flattened batch, then the total."""
+        starts = [0]
+        for query_len in self.query_lens:
+            starts.append(starts[-1] + query_len)
+        return starts
+
+    def logit_tokens(self) -> list[int]:
+        """The tokens whose logits this step needs: every scored prompt position, then the sampled rows."""
+        scored = [scoring.first_token + i for scoring in self.prompt_scoring
+                  for i in range(len(scoring.target_token_ids))]
+        return scored + self.sample_tokens

@@ -1,0 +1,81 @@
+"""The backend an engine starts with, and what each backend promises."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autoglm.attention import select_attention_backend
+from autoglm.attention import cpu_kernel_backend, selector
+from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
+from autoglm.attention.layer import Attention
+from autoglm.attention.torch_backend import TorchAttentionBackend
+from autoglm.engine.plan_builder import build_step_plan
+from autoglm.engine.sequence import Sequence
+from autoglm.sampling_params import SamplingParams
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("has_flags, device, dtype, expected", [
+    (True, "cpu", torch.float32, CpuKernelAttentionBackend),
+    (True, "cpu", torch.bfloat16, TorchAttentionBackend),
+    (False, "cpu", torch.float32, TorchAttentionBackend),
+    (True, "cuda", torch.float32, TorchAttentionBackend),
+])
+def test_the_kernel_backend_is_chosen_only_where_its_kernel_can_run(monkeypatch, has_flags, device, dtype, expected):
+    monkeypatch.setattr(selector, "cpu_has_flags", lambda *flags: has_flags)
+    assert type(select_attention_backend(torch.device(device), dtype)) is expected
+
+
+def test_graph_hooks_name_a_backend_without_graph_support():
+    backend = TorchAttentionBackend()
+    assert not backend.supports_graph_capture
+    with pytest.raises(NotImplementedError, match="torch attention backend does not support graph capture"):
+        backend.init_graph_buffers(max_batch=8, max_blocks=4)
+
+
+def step_metadata(backend):
+    """Two decode rows (contexts 5 and 3) and a chunk after a 4-token cached prefix, block size 2."""
+    seqs = []
+    for length, computed, table in ((5, 4, [0, 1, 2]), (3, 2, [3, 4]), (7, 4, [5, 6, 7, 8])):
+        seq = Sequence(request_id="r", index=0, token_ids=list(range(length)), num_prompt_tokens=length,
+                       params=SamplingParams(), max_tokens=4, arrival_time=0.0)
+        seq.num_computed_tokens, seq.block_table = computed, table
+        seqs.append(seq)
+    plan = build_step_plan(seqs, [1, 1, 3], block_size=2, eos_token_ids=set()).plan
+    return backend.build_metadata(plan, CPU)
+
+
+def test_metadata_is_flat_varlen():
+    metadata = step_metadata(TorchAttentionBackend())
+    assert metadata.cu_seqlens_q.tolist() == [0, 1, 2, 5]
+    assert metadata.seq_lens.tolist() == [5, 3, 7]
+    assert (metadata.num_decode_tokens, metadata.max_query_len, metadata.max_seq_len) == (2, 3, 7)
+
+
+def run_layer(backend, metadata) -> torch.Tensor:
+    torch.manual_seed(0)
+    layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
+    layer.k_cache, layer.v_cache = torch.randn(2, 18, 2, 8).unbind(0)
+    q, k, v = torch.randn(5, 4, 8), torch.randn(5, 2, 8), torch.randn(5, 2, 8)
+    return backend.forward(layer, q, k, v, metadata)
+
+
+def test_kernel_backend_takes_the_torch_path_until_the_kernels_load(monkeypatch):
+    """Per call: without kernels it equals the torch backend; once they load, decode goes through them."""
+    calls = []
+
+    class FakeKernels:
+        @staticmethod
+        def paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, block_size, scale):
+            calls.append((block_tables.shape[0], seq_lens.tolist(), block_size))
+            return torch.zeros_like(q)
+
+    metadata = step_metadata(TorchAttentionBackend())
+    expected = run_layer(TorchAttentionBackend(), metadata)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: None)
+    assert torch.equal(run_layer(CpuKernelAttentionBackend(), metadata), expected)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: FakeKernels)
+    with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
+    assert calls == [(2, [5, 3], 2)]
+    assert torch.equal(with_kernels[:2], torch.zeros(2, 4, 8)) and torch.equal(with_kernels[2:], expected[2:])
