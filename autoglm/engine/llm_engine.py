@@ -22,7 +22,6 @@ from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.engine.tokenize import encode_text
 from autoglm.errors import InvalidRequestError
 from autoglm.outputs import RequestMetrics, RequestOutput
@@ -62,6 +61,7 @@ class LLMEngine:
         self.max_context_len = parts.max_context_len
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
+        self.linear_methods = parts.linear_methods
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
             block_size=config.block_size,
@@ -82,10 +82,9 @@ class LLMEngine:
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
-        """What a decode step of few rows reads its weights as: bfloat16 where the model keeps
+        """What a decode step of few rows reads its weights as: bfloat16 where the projections keep
         copies for the CPU kernel (``cpu_bf16_decode_weights``) and it has loaded, else the compute dtype."""
-        copies = any(module.weight_bf16 is not None for module in self.runner.model.projections())
-        return torch.bfloat16 if copies and cpu_kernels() is not None else self.dtype
+        return self.linear_methods.layers.decode_weight_dtype(self.dtype)
 
     @classmethod
     def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -13,10 +13,10 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from autoglm.model_paths import resolve_model_path
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
+from autoglm.models.linear_method import LinearMethods, linear_methods_for
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
-from autoglm.kernels.cpu_linear import keep_bf16_weight_copies
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
 
@@ -34,6 +34,7 @@ class EngineParts:
     eos_token_ids: set[int]
     num_blocks: int
     runner: ModelRunner
+    linear_methods: LinearMethods = field(default_factory=LinearMethods)
 
 
 def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer) -> set[int]:
@@ -81,14 +82,13 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
                        "keeps half precision, emulated and slower)", requested_dtype)
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
-    logger.info("loading %s weights from %s as %s on %s", model_config.architecture, model_path,
-                str(dtype).removeprefix("torch."), device)
-    model, model_config = load_model(model_path, dtype, device, model_config)
+    linear_methods = linear_methods_for(device, dtype, requested_dtype,
+                                        cpu_bf16_weight_kernel=config.cpu_bf16_decode_weights and kernels_coming)
+    logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
+                model_path, str(dtype).removeprefix("torch."), device, type(linear_methods.layers).__name__,
+                type(linear_methods.lm_head).__name__)
+    model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
     logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
-    if (requested_dtype == torch.bfloat16 and dtype == torch.float32 and config.cpu_bf16_decode_weights
-            and kernels_coming):
-        count = keep_bf16_weight_copies(model.projections())
-        logger.info("%d projections also read bfloat16 weights in steps of few rows", count)
     tokenizer_path = str(config.tokenizer or model_path)
     logger.info("loading the tokenizer from %s", tokenizer_path)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
@@ -102,4 +102,4 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     logger.info("KV cache holds %d tokens; engine ready in %.1f s", num_blocks * config.block_size,
                 time.perf_counter() - started)
     return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,
-                       num_blocks, runner)
+                       num_blocks, runner, linear_methods)

@@ -4,7 +4,8 @@ Families differ only in a :class:`DecoderSpec`: which projections carry a bias, 
 q/k get a per-head norm, whether each sublayer's output is normed again before the residual
 add ("sandwich" norms), and the rotary layout. Module and parameter names follow the
 Hugging Face checkpoints (``model.layers.N.self_attn...``, ``lm_head``) so that loading
-maps names one to one, except for the fused projections.
+maps names one to one, except for the fused projections. How the projections store and
+multiply their weights is the :class:`LinearMethods` the model is built with.
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from autoglm.kernels.cpu_linear import linear
 from autoglm.models.layers import Embedding, GatedMLP, RMSNorm, SelfAttention
-from autoglm.models.linear import Linear
+from autoglm.models.linear import LMHead
+from autoglm.models.linear_method import LinearMethodBase, LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
 from autoglm.models.weight_loading import load_checkpoint_weights
@@ -37,11 +38,11 @@ class DecoderSpec:
 class DecoderLayer(nn.Module):
     """Pre-norm attention then pre-norm MLP, each added to the residual stream."""
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase) -> None:
         super().__init__()
         eps = config.rms_norm_eps
-        self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm)
-        self.mlp = GatedMLP(config, spec.mlp_bias)
+        self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm, linear_method)
+        self.mlp = GatedMLP(config, spec.mlp_bias, linear_method)
         self.input_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_self_attn_layernorm: nn.Module = (
@@ -61,11 +62,13 @@ class DecoderLayer(nn.Module):
 class DecoderModel(nn.Module):
     """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix."""
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase) -> None:
         super().__init__()
         self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
         self.rotary_emb = RotaryEmbedding(config, interleaved=spec.interleaved_rotary)
-        self.layers = nn.ModuleList(DecoderLayer(config, spec) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, spec, linear_method) for _ in range(config.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -79,15 +82,12 @@ class DecoderModel(nn.Module):
 class DecoderForCausalLM(nn.Module):
     """A decoder with its LM head, over a flattened batch: ``[T]`` ids in, ``[T, hidden]`` out."""
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_methods: LinearMethods) -> None:
         super().__init__()
         self.config = config
-        self.model = DecoderModel(config, spec)
-        self.lm_head: nn.Module = (
-            self.model.embed_tokens
-            if config.tie_word_embeddings
-            else Linear(config.hidden_size, config.vocab_size, bias=False)
-        )
+        self.model = DecoderModel(config, spec, linear_methods.layers)
+        tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
+        self.lm_head = LMHead(config.hidden_size, config.vocab_size, linear_methods.lm_head, tied_weight)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[T, hidden]`` for all sequences of a step concatenated, no padding."""
@@ -100,13 +100,7 @@ class DecoderForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``[N, vocab]`` for the rows of ``hidden`` that need sampling."""
-        return linear(hidden, self.lm_head.weight, None, self.lm_head.weight_bf16).float()
-
-    def projections(self) -> list[nn.Module]:
-        """Every module that multiplies by a ``weight`` matrix, the LM head included (tied or not)."""
-        return [module for module in self.modules() if isinstance(module, Linear)] + (
-            [self.lm_head] if not isinstance(self.lm_head, Linear) else []
-        )
+        return self.lm_head(hidden).float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from Hugging Face-named tensors (split q/k/v and gate/up allowed)."""

@@ -6,10 +6,11 @@ Its checkpoints store the MLP's gate and up projections already fused as
 from __future__ import annotations
 
 from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
 class Glm4ForCausalLM(DecoderForCausalLM):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
         spec = DecoderSpec(qkv_bias=config.attention_bias, sandwich_norms=True, interleaved_rotary=True)
-        super().__init__(config, spec)
+        super().__init__(config, spec, linear_methods)

@@ -5,8 +5,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autoglm.models.linear import Linear, MergedLinear, checkpoint_parameter
+from autoglm.models.linear import Linear, MergedLinear
+from autoglm.models.linear_method import LinearMethodBase
 from autoglm.models.model_config import ModelConfig
+from autoglm.models.parameters import checkpoint_parameter
 from autoglm.models.rotary import RotaryAngles
 from autoglm.attention import Attention
 
@@ -33,7 +35,6 @@ class Embedding(nn.Module):
     def __init__(self, vocab_size: int, hidden_size: int) -> None:
         super().__init__()
         self.weight = checkpoint_parameter(vocab_size, hidden_size)
-        self.weight_bf16: torch.Tensor | None = None  # as a tied LM head; see autoglm.kernels.cpu_linear
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return F.embedding(input_ids, self.weight)
@@ -42,15 +43,15 @@ class Embedding(nn.Module):
 class GatedMLP(nn.Module):
     """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection."""
 
-    def __init__(self, config: ModelConfig, bias: bool) -> None:
+    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase) -> None:
         super().__init__()
         if config.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ValueError(
                 f"unsupported hidden_act '{config.hidden_act}'; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
             )
         size = config.intermediate_size
-        self.gate_up_proj = MergedLinear(config.hidden_size, {"gate_proj": size, "up_proj": size}, bias)
-        self.down_proj = Linear(size, config.hidden_size, bias)
+        self.gate_up_proj = MergedLinear(config.hidden_size, {"gate_proj": size, "up_proj": size}, bias, linear_method)
+        self.down_proj = Linear(size, config.hidden_size, bias, linear_method)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
@@ -60,7 +61,8 @@ class GatedMLP(nn.Module):
 class SelfAttention(nn.Module):
     """Fused q/k/v projection, optional per-head q/k norm, rotary, paged attention, output projection."""
 
-    def __init__(self, config: ModelConfig, qkv_bias: bool, output_bias: bool, qk_norm: bool) -> None:
+    def __init__(self, config: ModelConfig, qkv_bias: bool, output_bias: bool, qk_norm: bool,
+                 linear_method: LinearMethodBase) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -68,9 +70,9 @@ class SelfAttention(nn.Module):
         q_size = self.num_heads * self.head_dim
         kv_size = self.num_kv_heads * self.head_dim
         self.qkv_proj = MergedLinear(
-            config.hidden_size, {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}, qkv_bias
+            config.hidden_size, {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}, qkv_bias, linear_method
         )
-        self.o_proj = Linear(q_size, config.hidden_size, output_bias)
+        self.o_proj = Linear(q_size, config.hidden_size, output_bias, linear_method)
         self.q_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
         self.k_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim, scale=self.head_dim**-0.5)

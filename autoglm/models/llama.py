@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
 class LlamaForCausalLM(DecoderForCausalLM):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
         spec = DecoderSpec(
             qkv_bias=config.attention_bias, output_bias=config.attention_bias, mlp_bias=config.mlp_bias
         )
-        super().__init__(config, spec)
+        super().__init__(config, spec, linear_methods)

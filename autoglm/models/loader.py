@@ -3,6 +3,7 @@
 The model is constructed with the target device and dtype as defaults, its parameters
 uninitialised, then filled tensor by tensor from the safetensors files: no float32 copy
 of the whole model ever exists, and at most one checkpoint tensor is in host memory at a time.
+Once all are loaded, each projection's linear method post-processes its weights.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
+from autoglm.models.linear_method import LinearMethods, process_weights_after_loading
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.registry import model_class_for
 
@@ -82,10 +84,10 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def load_model(path: str | Path, dtype: torch.dtype, device: torch.device,
-               config: ModelConfig | None = None) -> tuple[nn.Module, ModelConfig]:
+def load_model(path: str | Path, dtype: torch.dtype, device: torch.device, config: ModelConfig | None = None,
+               linear_methods: LinearMethods | None = None) -> tuple[nn.Module, ModelConfig]:
     """Build the model ``config.json`` describes (or ``config``, already read from it) on ``device``
-    in ``dtype``, and load its weights."""
+    in ``dtype`` with ``linear_methods`` (unquantized where not given), and load its weights."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
@@ -93,6 +95,7 @@ def load_model(path: str | Path, dtype: torch.dtype, device: torch.device,
     model_class = model_class_for(config.architecture)
     files = safetensors_files(folder)
     with torch.device(device), _default_dtype(dtype):
-        model = model_class(config)
+        model = model_class(config, linear_methods or LinearMethods())
     model.load_weights(iter_checkpoint_tensors(files))
+    process_weights_after_loading(model)
     return model.eval(), config

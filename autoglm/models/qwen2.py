@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
 class Qwen2ForCausalLM(DecoderForCausalLM):
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__(config, DecoderSpec(qkv_bias=True))
+    def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
+        super().__init__(config, DecoderSpec(qkv_bias=True), linear_methods)

@@ -1,6 +1,7 @@
-"""The bfloat16-weight CPU kernel, and a bfloat16 checkpoint on either kind of CPU: upcast to float32
-(the kernel for small batches) matches transformers in float32 token for token; computed natively in
-bfloat16 it matches transformers in bfloat16 to top-1 and a stated logprob tolerance."""
+"""The bfloat16-weight CPU kernel, the linear method that calls it, and a bfloat16 checkpoint on either
+kind of CPU: upcast to float32 (the kernel for small batches) matches transformers in float32 token for
+token; computed natively in bfloat16 it matches transformers in bfloat16 to top-1 and a stated logprob
+tolerance."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,8 @@ from transformers import AutoModelForCausalLM
 
 from autoglm import LLM, SamplingParams
 from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
-from autoglm.kernels.cpu_linear import SMALL_BATCH_ROWS, linear
+from autoglm.models.linear import Linear
+from autoglm.models.linear_method import SMALL_BATCH_ROWS, CpuBf16WeightLinearMethod, UnquantizedLinearMethod
 from autoglm.platforms import cpu_has_flags
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import make_tiny_checkpoint
@@ -35,6 +37,11 @@ def bf16_checkpoint(request, tmp_path):
 
 def bf16_valued(*shape: int) -> torch.Tensor:
     return torch.randn(*shape).to(torch.bfloat16)
+
+
+def projections_of(llm: LLM) -> list[torch.nn.Module]:
+    """Every projection of the engine's model, the LM head included."""
+    return [module for module in llm.engine.runner.model.modules() if hasattr(module, "linear_method")]
 
 
 @needs_avx512
@@ -62,14 +69,17 @@ def test_kernel_refuses_what_it_cannot_compute(kernel):
 
 
 @needs_avx512
-def test_only_small_batches_take_the_kernel(kernel):
-    weight_bf16 = bf16_valued(16, 32)
-    weight = torch.zeros(16, 32)  # a different float32 weight reveals which path ran
-    bias = torch.randn(16)
+def test_the_method_takes_the_kernel_for_small_batches_only(kernel):
+    method = CpuBf16WeightLinearMethod()
+    layer = Linear(32, 16, True, method)
+    layer.weight.copy_(bf16_valued(16, 32))
+    layer.bias.copy_(torch.randn(16))
+    method.process_weights_after_loading(layer)
+    layer.weight.zero_()  # a float32 weight unlike the copy reveals which path ran
     small = torch.randn(SMALL_BATCH_ROWS, 32)
-    torch.testing.assert_close(linear(small, weight, bias, weight_bf16), F.linear(small, weight_bf16.float(), bias))
+    torch.testing.assert_close(layer(small), F.linear(small, layer.weight_bf16.float(), layer.bias))
     large = torch.randn(SMALL_BATCH_ROWS + 1, 32)
-    assert torch.equal(linear(large, weight, bias, weight_bf16), F.linear(large, weight, bias))
+    assert torch.equal(layer(large), F.linear(large, layer.weight, layer.bias))
 
 
 @needs_avx512
@@ -80,7 +90,9 @@ def test_upcast_bfloat16_decodes_like_transformers_in_float32(cpu_without_bf16_u
     reference = greedy_reference(bf16_checkpoint, PROMPTS, max_new_tokens=NUM_NEW_TOKENS)
     llm = LLM(model=str(bf16_checkpoint), dtype="bfloat16", cpu_upcast_half=True)
     assert llm.engine.dtype == torch.float32 and llm.engine.decode_weight_dtype == torch.bfloat16
-    assert all(module.weight_bf16 is not None for module in llm.engine.runner.model.projections())
+    projections = projections_of(llm)
+    assert all(isinstance(module.linear_method, CpuBf16WeightLinearMethod) for module in projections)
+    assert all(module.weight_bf16 is not None for module in projections)
     params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True)
     alone = [llm.generate([prompt], params, use_tqdm=False)[0] for prompt in PROMPTS[:2]]
     together = llm.generate(PROMPTS, params, use_tqdm=False)
@@ -96,7 +108,7 @@ def test_native_bfloat16_agrees_with_transformers_in_bfloat16(bf16_checkpoint):
     and its logprob is within the tolerance of transformers'."""
     llm = LLM(model=str(bf16_checkpoint), dtype="bfloat16", cpu_upcast_half=False)
     assert llm.engine.dtype == torch.bfloat16
-    assert all(module.weight_bf16 is None for module in llm.engine.runner.model.projections())
+    assert all(type(module.linear_method) is UnquantizedLinearMethod for module in projections_of(llm))
     params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True, logprobs=0)
     outputs = llm.generate(PROMPTS, params, use_tqdm=False)
     reference = AutoModelForCausalLM.from_pretrained(bf16_checkpoint, dtype=torch.bfloat16)

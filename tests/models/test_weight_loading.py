@@ -8,6 +8,7 @@ import torch
 
 from autoglm.models import ModelConfig
 from autoglm.models.decoder import DecoderForCausalLM
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.loader import iter_checkpoint_tensors, safetensors_files
 from autoglm.models.registry import model_class_for
 from tests.tiny_models import make_tiny_checkpoint
@@ -19,7 +20,7 @@ def checkpoint(family: str, folder: Path, **overrides) -> tuple[DecoderForCausal
     """An empty engine model of ``family`` and the tensors of a matching checkpoint."""
     model_dir = make_tiny_checkpoint(family, folder, **overrides)
     config = ModelConfig.from_pretrained(model_dir)
-    return model_class_for(config.architecture)(config), list(
+    return model_class_for(config.architecture)(config, LinearMethods()), list(
         iter_checkpoint_tensors(safetensors_files(model_dir))
     )
 
@@ -116,3 +117,10 @@ def test_tensor_given_twice_is_refused(llama) -> None:
         ValueError, match="loads rows of 'model.layers.0.self_attn.qkv_proj.weight' that were already"
     ):
         model.load_weights([*weights, duplicate])
+
+
+def test_a_projection_given_both_fused_and_split_is_refused(tmp_path: Path) -> None:
+    model, weights = checkpoint("glm4", tmp_path)
+    gate_half = tensor_named(weights, "model.layers.0.mlp.gate_up_proj.weight")[:128]
+    with pytest.raises(ValueError, match="loads rows of 'model.layers.0.mlp.gate_up_proj.weight' that were already"):
+        model.load_weights([*weights, ("model.layers.0.mlp.gate_proj.weight", gate_half)])

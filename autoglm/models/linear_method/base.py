@@ -1,0 +1,35 @@
+"""The interface every way of storing and multiplying a projection's weights implements."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class LinearMethodBase(ABC):
+    """Creates a projection's weight parameters, post-processes them once loaded, and computes
+    ``x W^T + b`` from them. One instance serves many layers: what differs per layer lives on it.
+
+    The layer owns its bias (loaded as it is, whatever the method); the method owns everything
+    the weight becomes (``weight``, and later e.g. packed int4 values and their scales).
+    """
+
+    @abstractmethod
+    def create_weights(self, layer: nn.Module, input_size: int, output_sizes: Sequence[int],
+                       params_dtype: torch.dtype) -> None:
+        """Register on ``layer`` the parameters of a ``[sum(output_sizes), input_size]`` weight whose
+        rows stack one checkpoint projection per entry of ``output_sizes``, each with its ``weight_loader``."""
+
+    def process_weights_after_loading(self, layer: nn.Module) -> None:
+        """Turn the loaded checkpoint values into what :meth:`apply` reads (pack, copy, transpose).
+        A tied LM head's ``weight`` is the embedding's: a method may add to the layer but not replace it."""
+
+    @abstractmethod
+    def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x W^T + b`` for ``x`` of shape ``[..., input_size]``."""
+
+    def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
+        """The dtype a step of few rows reads its weights in (what bounds decode speed), right now."""
+        return compute_dtype
