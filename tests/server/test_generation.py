@@ -106,6 +106,27 @@ def test_completion_logprobs_and_echo(server):
         assert top.get(token) == pytest.approx(logprob)
 
 
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_echo_with_logprobs_scores_the_prompt_once_per_choice_whatever_n(server, n):
+    """Each of the n choices echoes the prompt with exactly one entry per prompt token, whole and
+    streamed (the prompt used to be scored once per choice and answered 400 for n > 1)."""
+    body = dict(model=MODEL, prompt=PROMPT, max_tokens=3, logprobs=1, echo=True, n=n, temperature=1.0, seed=5)
+    whole = server.openai().completions.create(**body)
+    num_prompt = prompt_token_count(server, prompt=PROMPT)
+    assert [choice.index for choice in whole.choices] == list(range(n))
+    for choice in whole.choices:
+        assert choice.text.startswith(PROMPT)
+        assert len(choice.logprobs.tokens) == len(choice.logprobs.token_logprobs) == num_prompt + 3
+        assert choice.logprobs.token_logprobs[0] is None
+        assert choice.logprobs.token_logprobs[1:num_prompt] == whole.choices[0].logprobs.token_logprobs[1:num_prompt]
+    streamed: dict[int, list] = {}
+    for chunk in server.openai().completions.create(**body, stream=True):
+        for choice in chunk.choices:
+            streamed.setdefault(choice.index, []).extend(choice.logprobs.tokens if choice.logprobs else [])
+    assert {index: len(tokens) for index, tokens in streamed.items()} == {i: num_prompt + 3 for i in range(n)}
+
+
 def test_chat_logprobs_shape(server):
     result = server.openai().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4, logprobs=True,
                                                      top_logprobs=3, **GREEDY)
