@@ -63,8 +63,8 @@ def device_memory(device: torch.device) -> tuple[int, int] | None:
 @lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset[str] | None:
     """The CPU's flags less those named in ``AUTOGLM_CPU_DISABLE_FLAGS``; None where unknown."""
-    reported = _reported_cpu_flags()
-    disabled = frozenset(filter(None, os.environ.get(CPU_DISABLE_FLAGS_ENV, "").replace(",", " ").split()))
+    reported = reported_cpu_flags()
+    disabled = disabled_cpu_flags()
     if reported is None or not disabled:
         return reported
     logger.warning("%s: treating this CPU as lacking %s (oneDNN follows only if ONEDNN_MAX_CPU_ISA was set "
@@ -72,7 +72,13 @@ def _cpu_flags() -> frozenset[str] | None:
     return reported - disabled
 
 
-def _reported_cpu_flags() -> frozenset[str] | None:
+def disabled_cpu_flags() -> frozenset[str]:
+    """The flags ``AUTOGLM_CPU_DISABLE_FLAGS`` names: the engine runs as if the CPU lacked them."""
+    return frozenset(filter(None, os.environ.get(CPU_DISABLE_FLAGS_ENV, "").replace(",", " ").split()))
+
+
+def reported_cpu_flags() -> frozenset[str] | None:
+    """The flags the CPU itself reports, whatever ``AUTOGLM_CPU_DISABLE_FLAGS`` hides; None where unknown."""
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
         return None

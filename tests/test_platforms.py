@@ -38,7 +38,7 @@ def test_half_precision_upcasts_only_where_the_cpu_would_emulate_it(monkeypatch)
 def test_disabled_cpu_flags_are_treated_as_absent_and_logged(monkeypatch, caplog):
     from autoglm import platforms
 
-    monkeypatch.setattr(platforms, "_reported_cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16", "amx_bf16"}))
+    monkeypatch.setattr(platforms, "reported_cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16", "amx_bf16"}))
     monkeypatch.setenv(platforms.CPU_DISABLE_FLAGS_ENV, "avx512_bf16, amx_bf16")
     platforms._cpu_flags.cache_clear()
     try:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import transformers
 
-from autoglm.platforms import cpu_has_flags
+from autoglm import platforms
 
 CPUINFO = Path("/proc/cpuinfo")
 # Instruction sets that decide how fast a CPU runs a half-precision model: AVX-512 (with VNNI)
@@ -53,11 +53,14 @@ def accelerator_names() -> list[str]:
 
 
 def machine_info() -> dict[str, Any]:
-    """What a reader needs to compare results across machines."""
+    """What a reader needs to compare results across machines: the CPU's own flags, and those a run hid."""
+    reported = platforms.reported_cpu_flags()
     return {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpu_flags": {flag: cpu_has_flags(flag) for flag in RECORDED_CPU_FLAGS} if CPUINFO.is_file() else None,
+        "cpu_flags": {flag: flag in reported for flag in RECORDED_CPU_FLAGS} if reported is not None else None,
+        # The path the run took, where AUTOGLM_CPU_DISABLE_FLAGS hid some of the flags above.
+        "cpu_flags_disabled": sorted(platforms.disabled_cpu_flags()) or None,
         "accelerators": accelerator_names(),
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,

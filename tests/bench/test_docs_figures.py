@@ -112,3 +112,14 @@ def test_results_record_the_instruction_sets_and_accelerators():
 ])
 def test_a_serve_result_records_the_machine_only_when_the_server_runs_on_it(url, local):
     assert is_local_server(url) is local
+
+
+def test_a_run_on_a_forced_cpu_path_records_and_names_the_hidden_flags(monkeypatch):
+    from autoglm import platforms
+
+    monkeypatch.setattr(platforms, "reported_cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    monkeypatch.setenv(platforms.CPU_DISABLE_FLAGS_ENV, "avx512_bf16,amx_bf16")
+    machine = machine_info()
+    assert machine["cpu_flags"]["avx512_bf16"] is True  # the CPU's own flags
+    assert machine["cpu_flags_disabled"] == ["amx_bf16", "avx512_bf16"]
+    assert "run as without amx_bf16/avx512_bf16 (AUTOGLM_CPU_DISABLE_FLAGS)" in describe_machine(machine)

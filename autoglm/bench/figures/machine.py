@@ -33,6 +33,8 @@ def _cpu(machine: dict[str, Any]) -> str:
         parts.append(f"{machine['cpu_count']} CPUs")
     if machine.get("cpu_flags"):
         parts.append(_instruction_sets(machine["cpu_flags"]))
+    if machine.get("cpu_flags_disabled"):
+        parts.append(f"run as without {'/'.join(machine['cpu_flags_disabled'])} (AUTOGLM_CPU_DISABLE_FLAGS)")
     return ", ".join(part for part in parts if part)
 
 
