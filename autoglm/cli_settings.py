@@ -73,6 +73,8 @@ def _shown(value: Any) -> str:
     """A default as a user would write it in a settings file."""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, tuple):
+        return ", ".join(value) or "none"
     return "unset" if value is None else str(value)
 
 

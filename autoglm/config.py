@@ -211,6 +211,39 @@ class AutoGLMConfig(BaseModel):
     log_stats_interval_s: float = Field(
         10.0, gt=0, description="Seconds between engine statistics log lines.", json_schema_extra=_SERVER
     )
+    max_request_body_bytes: int = Field(
+        2 * 1024**2, ge=1,
+        description="Largest request body, in bytes or a size such as '2MiB'; a larger one is answered 413.",
+        json_schema_extra=_SERVER,
+    )
+    header_read_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's headers, from its first byte.",
+        json_schema_extra=_SERVER,
+    )
+    body_read_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds a client has to send a request's body, from its headers; then 408.",
+        json_schema_extra=_SERVER,
+    )
+    max_connections: int = Field(
+        512, ge=1, description="Open connections past which a new one is answered 503 and closed.",
+        json_schema_extra=_SERVER,
+    )
+    allowed_hosts: tuple[str, ...] | None = Field(
+        None,
+        description=(
+            "Host header names the server answers to ('*' for any, '*.example.com' for subdomains); "
+            "None: only localhost names when bound to a loopback address, any name otherwise."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    cors_allowed_origins: tuple[str, ...] = Field(
+        (), description="Browser origins allowed to call the API ('*' for any); empty: CORS off.",
+        json_schema_extra=_SERVER,
+    )
+    enable_api_docs: bool = Field(
+        True, description="Serve the /docs and /redoc pages (they load scripts from a CDN).",
+        json_schema_extra=_SERVER,
+    )
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
@@ -318,6 +351,25 @@ class AutoGLMConfig(BaseModel):
         if isinstance(value, float) and 0 < value <= 1:
             return value
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
+
+    @field_validator("max_request_body_bytes", mode="before")
+    @classmethod
+    def _body_size(cls, value: object) -> object:
+        return parse_byte_size(value) if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", "cors_allowed_origins", mode="before")
+    @classmethod
+    def _name_list(cls, value: object, info: ValidationInfo) -> tuple[str, ...] | None:
+        """A list of names, or one string of comma-separated names (as flags and environment variables give it)."""
+        if value is None and info.field_name == "allowed_hosts":
+            return None
+        if isinstance(value, str):
+            value = [name.strip() for name in value.split(",") if name.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+            raise ValueError("expected a list of names, or one string of comma-separated names")
+        if not value and info.field_name == "allowed_hosts":
+            raise ValueError("an empty list would refuse every request; give names, '*' for any, or leave it unset")
+        return tuple(value)
 
     @field_validator("enable_prefix_caching")
     @classmethod

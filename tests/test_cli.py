@@ -92,6 +92,14 @@ def test_boolean_settings_are_switches() -> None:
         parse(["serve", "--enable-prefix-caching", "false"])
 
 
+def test_list_settings_show_their_default_and_take_comma_separated_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "CORS off. (default: none)" in " ".join(capsys.readouterr().out.split())
+    args = build_parser().parse_args(["serve", "--cors-allowed-origins", "http://a.example,http://b.example"])
+    assert config_from_args(args).cors_allowed_origins == ("http://a.example", "http://b.example")
+
+
 def test_max_model_len_is_an_alias_flag() -> None:
     args = build_parser().parse_args(["generate", "hi", "--max-model-len", "128"])
     assert config_from_args(args).max_context_len == 128

@@ -308,3 +308,27 @@ def test_defaults_sit_below_every_other_layer(tmp_path: Path) -> None:
     path = write_settings(tmp_path / "c.yaml", {"dtype": "float32"})
     config = AutoGLMConfig.from_sources(path, env={"AUTOGLM_SEED": "6"}, defaults=defaults)
     assert (config.dtype, config.seed) == ("float32", 6)
+
+
+@pytest.mark.parametrize("given, size", [("8MiB", 8 * 1024**2), ("3 MB", 3_000_000), (4096, 4096), ("4096", 4096)])
+def test_the_body_limit_takes_sizes(given: object, size: int) -> None:
+    assert AutoGLMConfig(max_request_body_bytes=given).max_request_body_bytes == size
+    assert AutoGLMConfig().max_request_body_bytes == 2 * 1024**2
+
+
+def test_name_lists_come_as_lists_or_comma_separated_strings(tmp_path: Path) -> None:
+    path = write_settings(tmp_path / "c.yaml", {"cors_allowed_origins": ["http://a.example", "http://b.example"]})
+    assert AutoGLMConfig.from_file(path, env=NO_ENV).cors_allowed_origins == ("http://a.example", "http://b.example")
+    env = {"AUTOGLM_ALLOWED_HOSTS": "api.example, *.internal.example"}
+    assert AutoGLMConfig.from_sources(env=env).allowed_hosts == ("api.example", "*.internal.example")
+    assert (AutoGLMConfig().allowed_hosts, AutoGLMConfig().cors_allowed_origins) == (None, ())
+
+
+@pytest.mark.parametrize("setting, value, expected", [
+    ("allowed_hosts", [], "an empty list would refuse every request"),
+    ("allowed_hosts", [3], "expected a list of names"),
+    ("cors_allowed_origins", None, "expected a list of names"),
+    ("max_request_body_bytes", "2 parsecs", "unknown size unit"),
+])
+def test_bad_server_limits_say_what_is_allowed(setting: str, value: object, expected: str) -> None:
+    assert expected in error_of(**{setting: value})

@@ -8,12 +8,15 @@ from functools import partial
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.middleware.cors import CORSMiddleware
 
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import encode_text
 from autoglm.server.errors import install_error_handlers
+from autoglm.server.http_metrics import HTTPMetricsMiddleware
+from autoglm.server.metrics import ServerMetrics
 from autoglm.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -22,11 +25,13 @@ from autoglm.server.protocol import (
     TokenizeRequest,
     TokenizeResponse,
 )
+from autoglm.server.request_body import RequestBodyMiddleware
 from autoglm.server.responses import ModelCard, ModelList
 from autoglm.server.serving_chat import create_chat_completion, render_chat_prompt
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
+from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
 router = APIRouter()
 
@@ -39,6 +44,7 @@ State = Depends(server_state)
 
 
 @router.get("/health")
+@router.head("/health")
 async def health(state: ServerState = State) -> Response:
     """200 while requests are served; 503 while loading, draining, or after the engine loop died."""
     state.ready_engine()
@@ -58,7 +64,8 @@ async def metrics(state: ServerState = State) -> Response:
 @router.get("/v1/models")
 async def list_models(state: ServerState = State) -> ModelList:
     engine = state.ready_engine()
-    card = ModelCard(id=state.model_name, created=state.created, root=str(engine.engine.model_path),
+    # The served name, not the folder: where the model sits on disk is no client's business.
+    card = ModelCard(id=state.model_name, created=state.created, root=state.model_name,
                      max_model_len=engine.engine.max_context_len)
     return ModelList(data=[card])
 
@@ -114,8 +121,23 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         stats.cancel()
         await state.shutdown()
 
-    app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan)
+    docs = config.enable_api_docs
+    app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
+                  docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
     app.include_router(router)
+    _add_middleware(app, config, state.metrics)
     return app
+
+
+def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics) -> None:
+    """Each added one wraps those before it: the counters see every answer, refusals included;
+    a foreign Host is refused before anything else; a body is read only for a request let in."""
+    app.add_middleware(RequestBodyMiddleware, max_bytes=config.max_request_body_bytes,
+                       read_timeout_s=config.body_read_timeout_s)
+    if config.cors_allowed_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
+                           allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
+    app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=router.routes)

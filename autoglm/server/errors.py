@@ -30,6 +30,8 @@ _ERROR_TYPES = {
     HTTPStatus.BAD_REQUEST: "invalid_request_error",
     HTTPStatus.NOT_FOUND: "invalid_request_error",
     HTTPStatus.METHOD_NOT_ALLOWED: "invalid_request_error",
+    HTTPStatus.REQUEST_TIMEOUT: "timeout_error",
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "invalid_request_error",
     HTTPStatus.TOO_MANY_REQUESTS: "rate_limit_error",
     HTTPStatus.GATEWAY_TIMEOUT: "timeout_error",
 }

@@ -65,6 +65,10 @@ class ServerMetrics:
             "autoglm:request_success", "Requests that finished, by finish reason.",
             ["model_name", "finished_reason"], registry=self.registry,
         )
+        self._http_requests = Counter(
+            "autoglm:http_requests", "HTTP requests answered, by route and status; 'unmatched' for unknown URLs.",
+            ["route", "status"], registry=self.registry,
+        )
         self.time_to_first_token = self._histogram(
             "autoglm:time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
             _LATENCY_BUCKETS_S,
@@ -87,6 +91,9 @@ class ServerMetrics:
 
     def count_success(self, finished_reason: str) -> None:
         self._request_success.labels(self.model_name, finished_reason).inc()
+
+    def count_http_request(self, route: str, status: int) -> None:
+        self._http_requests.labels(route, str(int(status))).inc()
 
     def render(self) -> bytes:
         """The Prometheus text exposition of everything above (media type CONTENT_TYPE_LATEST)."""

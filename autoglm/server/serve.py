@@ -11,8 +11,6 @@ from autoglm.cli_settings import add_config_arguments, announce_model, config_fr
 
 # Status when the model fails to load.
 EXIT_LOAD_FAILED = 1
-# Seconds uvicorn waits for connections after the drain; the engine has stopped by then.
-CONNECTION_CLOSE_TIMEOUT_S = 5
 
 
 def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -26,11 +24,10 @@ def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_server(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from autoglm.model_paths import resolve_model_path
     from autoglm.server.app import build_app
     from autoglm.server.draining_server import DrainingServer
+    from autoglm.server.uvicorn_config import uvicorn_config
 
     config = config_from_args(args)
     announce_model(config)
@@ -43,9 +40,7 @@ def run_server(args: argparse.Namespace) -> int:
         server.stop(EXIT_LOAD_FAILED)
 
     app = build_app(config, on_load_failure=load_failed)
-    uvicorn_config = uvicorn.Config(app, host=config.host, port=config.port, log_config=None, access_log=False,
-                                    timeout_graceful_shutdown=CONNECTION_CLOSE_TIMEOUT_S)
-    server = DrainingServer(uvicorn_config, app.state.server)
+    server = DrainingServer(uvicorn_config(app, config), app.state.server)
     server.run()
     return server.exit_code
 

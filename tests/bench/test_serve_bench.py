@@ -275,12 +275,13 @@ def test_random_prompts_at_two_rates_end_to_end(live, tmp_path, capsys):
     out, plots = tmp_path / "result.json", tmp_path / "plots" / "run"
     code = main(["serve", "--base-url", server.url, "--num-prompts", "8", "--random-input-len", "16",
                  "--random-output-len", "6", "--request-rate", "40,inf", "--max-concurrency", "4",
-                 "--goodput", "ttft:60000,e2el:60000", "--output-json", str(out), "--plot", str(plots)])
+                 "--goodput", "ttft:60000,e2el:60000", "--output-json", str(out), "--plot", str(plots),
+                 "--tokenizer", str(model)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "Successful requests" in printed and "P99 ITL (ms)" in printed
     report = strict_json(out.read_text())
-    # Model from /v1/models; the tokenizer from the model folder it names.
+    # Model from /v1/models; a served name names no folder, so the tokenizer is given.
     assert report["settings"]["model"] == SERVED_NAME
     assert report["settings"]["tokenizer"] == str(model)
     assert [run["request_rate"] for run in report["runs"]] == ["40", "inf"]

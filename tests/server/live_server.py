@@ -1,4 +1,5 @@
-"""Real servers for the tests: the app under uvicorn on 127.0.0.1, a random free port, a tiny model."""
+"""Real servers for the tests: the app under uvicorn as `autoglm serve` runs it, on 127.0.0.1, a random free port,
+a tiny model."""
 from __future__ import annotations
 
 import socket
@@ -19,6 +20,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.server.app import build_app
 from autoglm.server.state import ServerState
+from autoglm.server.uvicorn_config import uvicorn_config
 from tests.tiny_models import make_tiny_checkpoint
 
 CHAT_TEMPLATE = (
@@ -75,7 +77,7 @@ def start_server(model: Path, load_engine: Callable[[], LLMEngine] | None = None
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    server = uvicorn.Server(uvicorn_config(app, config))  # host and port give way to the socket
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     running = RunningServer(url, app, server, thread)
