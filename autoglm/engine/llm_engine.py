@@ -23,7 +23,7 @@ from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.engine.tokenize import encode_text
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
@@ -96,7 +96,7 @@ class LLMEngine:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed."""
         params = params or SamplingParams()
         if request_id in self.requests:
-            raise InvalidRequestError(f"request id '{request_id}' is already in use")
+            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
         prompt_text, token_ids = self._tokenize(prompt)
         params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
@@ -142,7 +142,9 @@ class LLMEngine:
         vocab = self.model_config.vocab_size
         bad = [t for t in token_ids if not 0 <= t < vocab]
         if bad:
-            raise InvalidRequestError(f"prompt token id {bad[0]} is out of range; token ids must be in [0, {vocab})")
+            raise InvalidRequestError(
+                f"prompt token id {quote_value(bad[0])} is out of range; token ids must be in [0, {vocab})"
+            )
         return text, token_ids
 
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:

@@ -10,6 +10,7 @@ from http import HTTPStatus
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.errors import quote_value
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
@@ -51,8 +52,8 @@ class ServerState:
             raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the engine loop has stopped; the server must be restarted",
                            code="engine_not_running")
         if requested_model is not None and requested_model != self.model_name:
-            raise APIError(HTTPStatus.NOT_FOUND, f"The model `{requested_model}` does not exist; this server serves "
-                           f"`{self.model_name}`.", param="model", code="model_not_found")
+            raise APIError(HTTPStatus.NOT_FOUND, f"The model {quote_value(requested_model)} does not exist; this "
+                           f"server serves '{self.model_name}'.", param="model", code="model_not_found")
         return self.engine
 
     def new_tracker(self, id_prefix: str) -> RequestTracker:
