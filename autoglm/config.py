@@ -211,6 +211,10 @@ class AutoGLMConfig(BaseModel):
     log_stats_interval_s: float = Field(
         10.0, gt=0, description="Seconds between engine statistics log lines.", json_schema_extra=_SERVER
     )
+    tokenizer_workers: int = Field(
+        2, ge=1, description="Threads that tokenize and detokenize requests, each with its own tokenizer.",
+        json_schema_extra=_SERVER,
+    )
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""

@@ -22,7 +22,7 @@ from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.engine.tokenize import encode_text
+from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
@@ -30,7 +30,8 @@ from autoglm.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 
-Prompt = str | list[int]
+# Text, token ids, or token ids with the text they came from (the server tokenizes before it sends).
+Prompt = str | list[int] | TokenizedPrompt
 
 
 @dataclass
@@ -59,6 +60,7 @@ class LLMEngine:
         self.device = parts.device
         self.dtype = parts.dtype  # what weights and KV are computed in (see platforms.compute_dtype)
         self.max_context_len = parts.max_context_len
+        self.prompt_char_limit = PromptCharLimit.of(self.tokenizer, self.max_context_len)
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
         self.linear_methods = parts.linear_methods
@@ -130,13 +132,19 @@ class LLMEngine:
         self.prompt_tokens_total += len(token_ids)
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
+        """The prompt's text (None if it came as bare ids) and its checked token ids; text is
+        tokenized here, in the caller's thread, unless it is longer than any context could hold."""
+        text: str | None = None
         if isinstance(prompt, str):
-            token_ids = encode_text(self.tokenizer, prompt)
-            text: str | None = prompt
-        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
-            token_ids, text = list(prompt), None
+            self.prompt_char_limit.check(prompt)
+            text, token_ids = prompt, encode_text(self.tokenizer, prompt)
+        elif isinstance(prompt, TokenizedPrompt):
+            text, token_ids = prompt.text, prompt.token_ids
         else:
+            token_ids = prompt
+        if not (isinstance(token_ids, (list, tuple)) and all(isinstance(t, int) for t in token_ids)):
             raise InvalidRequestError("prompt must be a string or a list of token ids")
+        token_ids = list(token_ids)
         if not token_ids:
             raise InvalidRequestError("prompt is empty; give at least one token")
         vocab = self.model_config.vocab_size
