@@ -244,6 +244,10 @@ class AutoGLMConfig(BaseModel):
         True, description="Serve the /docs and /redoc pages (they load scripts from a CDN).",
         json_schema_extra=_SERVER,
     )
+    tokenizer_workers: int = Field(
+        2, ge=1, description="Threads that tokenize and detokenize requests, each with its own tokenizer.",
+        json_schema_extra=_SERVER,
+    )
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""

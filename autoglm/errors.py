@@ -1,8 +1,48 @@
-"""The one error type that means "the caller's input is wrong", as opposed to a bug in autoglm."""
+"""The one error type that means "the caller's input is wrong", as opposed to a bug in autoglm,
+and how its messages quote the caller's input."""
 from __future__ import annotations
+
+import reprlib
+
+# Characters of a caller's value an error message quotes: enough to recognise it, never so
+# many that a 10 MB stop string comes back as a 10 MB error.
+MAX_QUOTED_CHARS = 80
+QUOTE_ELISION = "..."
+
+# An int longer than this is quoted by its size: its digits would be cut anyway, and repr() refuses
+# ints of more than 4300 digits.
+_MAX_QUOTED_INT_BITS = 4 * MAX_QUOTED_CHARS
+
+
+class _BoundedRepr(reprlib.Repr):
+    """repr() that gives up early inside big containers and long strings, so quoting a huge value
+    costs little more than its quoted prefix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = self.maxlong = MAX_QUOTED_CHARS
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 8
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > _MAX_QUOTED_INT_BITS:
+            return f"<{'-' if x < 0 else ''}{x.bit_length()}-bit integer>"
+        return super().repr_int(x, level)
+
+
+_BOUNDED_REPR = _BoundedRepr()
 
 
 class InvalidRequestError(ValueError):
     """A parameter, prompt or request id the caller must fix; its message names what is wrong
     and what is allowed. The server answers it with 400; any other exception is a server bug
     (500). A ValueError, so callers of the offline API catch it as before."""
+
+
+def quote_value(value: object) -> str:
+    """`value` as an error message quotes it: its repr, cut after its first MAX_QUOTED_CHARS characters
+    (then ``...``). Every message that echoes a caller's input goes through here."""
+    if isinstance(value, str):
+        # The string's own prefix, not reprlib's head-and-tail abbreviation of it.
+        return repr(value) if len(value) <= MAX_QUOTED_CHARS else repr(value[:MAX_QUOTED_CHARS]) + QUOTE_ELISION
+    text = _BOUNDED_REPR.repr(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + QUOTE_ELISION

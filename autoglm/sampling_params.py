@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 
 MAX_N = 16
 MAX_LOGPROBS = 20
@@ -155,4 +155,4 @@ def _is_number(value: object) -> bool:
 
 def _require(ok: bool, name: str, allowed: str, value: object) -> None:
     if not ok:
-        raise InvalidRequestError(f"{name} must be {allowed}, got {value!r}")
+        raise InvalidRequestError(f"{name} must be {allowed}, got {quote_value(value)}")

@@ -135,6 +135,7 @@ def test_device_forms_rejected(device: str) -> None:
         ("num_threads", 0, "an integer >= 1 or null"),
         ("request_timeout_s", 0, "a number > 0"),
         ("drain_timeout_s", -1, "a number >= 0"),
+        ("tokenizer_workers", 0, "an integer >= 1"),
         ("use_paged_attention", "sometimes", "true or false"),
         ("host", 5, "a string"),
     ],

@@ -22,15 +22,16 @@ from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.engine.tokenize import encode_text
-from autoglm.errors import InvalidRequestError
+from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 
-Prompt = str | list[int]
+# Text, token ids, or token ids with the text they came from (the server tokenizes before it sends).
+Prompt = str | list[int] | TokenizedPrompt
 
 
 @dataclass
@@ -59,6 +60,7 @@ class LLMEngine:
         self.device = parts.device
         self.dtype = parts.dtype  # what weights and KV are computed in (see platforms.compute_dtype)
         self.max_context_len = parts.max_context_len
+        self.prompt_char_limit = PromptCharLimit.of(self.tokenizer, self.max_context_len)
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
         self.linear_methods = parts.linear_methods
@@ -96,7 +98,7 @@ class LLMEngine:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed."""
         params = params or SamplingParams()
         if request_id in self.requests:
-            raise InvalidRequestError(f"request id '{request_id}' is already in use")
+            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
         prompt_text, token_ids = self._tokenize(prompt)
         params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
@@ -130,19 +132,27 @@ class LLMEngine:
         self.prompt_tokens_total += len(token_ids)
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
+        """The prompt's text (None if it came as bare ids) and its checked token ids; text is
+        tokenized here, in the caller's thread, unless it is longer than any context could hold."""
+        text: str | None = None
         if isinstance(prompt, str):
-            token_ids = encode_text(self.tokenizer, prompt)
-            text: str | None = prompt
-        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
-            token_ids, text = list(prompt), None
+            self.prompt_char_limit.check(prompt)
+            text, token_ids = prompt, encode_text(self.tokenizer, prompt)
+        elif isinstance(prompt, TokenizedPrompt):
+            text, token_ids = prompt.text, prompt.token_ids
         else:
+            token_ids = prompt
+        if not (isinstance(token_ids, (list, tuple)) and all(isinstance(t, int) for t in token_ids)):
             raise InvalidRequestError("prompt must be a string or a list of token ids")
+        token_ids = list(token_ids)
         if not token_ids:
             raise InvalidRequestError("prompt is empty; give at least one token")
         vocab = self.model_config.vocab_size
         bad = [t for t in token_ids if not 0 <= t < vocab]
         if bad:
-            raise InvalidRequestError(f"prompt token id {bad[0]} is out of range; token ids must be in [0, {vocab})")
+            raise InvalidRequestError(
+                f"prompt token id {quote_value(bad[0])} is out of range; token ids must be in [0, {vocab})"
+            )
         return text, token_ids
 
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:

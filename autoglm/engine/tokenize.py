@@ -1,7 +1,20 @@
-"""Turning text into token ids for the engine, whatever its length."""
+"""Turning text into token ids for the engine, whatever its length, and refusing text no context could hold."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from transformers import PreTrainedTokenizerBase
+
+from autoglm.engine.errors import ContextLengthExceededError
+
+
+@dataclass(frozen=True)
+class TokenizedPrompt:
+    """A prompt its sender has already tokenized (the server does, in its tokenizer workers), so the
+    engine only checks the ids; `text` is what they came from, handed back in the request's outputs."""
+
+    token_ids: list[int]
+    text: str | None = None
 
 
 def encode_text(tokenizer: PreTrainedTokenizerBase, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -12,3 +25,37 @@ def encode_text(tokenizer: PreTrainedTokenizerBase, text: str, add_special_token
     model_max_length (often smaller than the engine's limit, or unset) would only mislead.
     """
     return tokenizer.encode(text, add_special_tokens=add_special_tokens, verbose=False)
+
+
+@dataclass(frozen=True)
+class PromptCharLimit:
+    """The longest text a context could hold: `max_context_len` tokens of at most `chars_per_token`
+    characters each. Longer text is refused before it is tokenized, which would only show it does not fit."""
+
+    max_context_len: int
+    chars_per_token: int
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, max_context_len: int) -> PromptCharLimit:
+        return cls(max_context_len, longest_token_chars(tokenizer))
+
+    @property
+    def max_chars(self) -> int:
+        return self.max_context_len * self.chars_per_token
+
+    def check(self, text: str) -> None:
+        if len(text) > self.max_chars:
+            raise ContextLengthExceededError(
+                f"the prompt has {len(text)} characters, more than this model's maximum context length of "
+                f"{self.max_context_len} tokens could hold (at most {self.max_chars} characters, "
+                f"{self.chars_per_token} per token); shorten the prompt"
+            )
+
+
+def longest_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
+    """Characters of text one token can stand for, at most: its longest vocabulary entry.
+
+    A byte-level entry spells each byte of its text with one character and a sentencepiece entry
+    each character with one, so an entry is never shorter than the text it decodes to.
+    """
+    return max(map(len, tokenizer.get_vocab()), default=1)

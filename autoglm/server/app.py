@@ -13,7 +13,6 @@ from starlette.middleware.cors import CORSMiddleware
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.tokenize import encode_text
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
@@ -27,7 +26,7 @@ from autoglm.server.protocol import (
 )
 from autoglm.server.request_body import RequestBodyMiddleware
 from autoglm.server.responses import ModelCard, ModelList
-from autoglm.server.serving_chat import create_chat_completion, render_chat_prompt
+from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
@@ -72,19 +71,19 @@ async def list_models(state: ServerState = State) -> ModelList:
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, state: ServerState = State) -> TokenizeResponse:
+    """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
     engine = state.ready_engine(body.model)
-    tokenizer = engine.engine.tokenizer
     if body.messages is not None:
-        tokens = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
+        tokens = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
     else:
-        tokens = encode_text(tokenizer, body.prompt, add_special_tokens=body.add_special_tokens)
+        tokens = await state.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=engine.engine.max_context_len, tokens=tokens)
 
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> DetokenizeResponse:
-    engine = state.ready_engine(body.model)
-    return DetokenizeResponse(prompt=engine.engine.tokenizer.decode(body.tokens))
+    state.ready_engine(body.model)
+    return DetokenizeResponse(prompt=await state.tokenizers.decode(body.tokens))
 
 
 @router.post("/v1/completions")

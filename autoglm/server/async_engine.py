@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
@@ -126,7 +126,7 @@ class AsyncEngine:
         request_timeout_s (RequestTimeoutError) aborts the requests, freeing their blocks at the next step.
         """
         if request_id in self._open_requests:
-            raise InvalidRequestError(f"request id '{request_id}' is already in use")
+            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time

@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from autoglm.engine.errors import ContextLengthExceededError
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import MAX_QUOTED_CHARS, InvalidRequestError, quote_value
 from autoglm.server.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
 from autoglm.server.protocol import UNKNOWN_FIELD
 from autoglm.server.unknown_routes import route_error_message
@@ -120,7 +120,7 @@ def _validation_error(error: RequestValidationError) -> APIError:
         message = f"{path}: expected {' or '.join(dict.fromkeys(members))}"
     if problem["type"] == "missing":
         return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]), code="missing_required_parameter")
-    message += f" (got {problem['input']!r})"
+    message += f" (got {quote_value(problem['input'])})"
     code = "invalid_value" if problem["type"] == "value_error" else "invalid_type"
     return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]), code=code)
 
@@ -128,10 +128,12 @@ def _validation_error(error: RequestValidationError) -> APIError:
 def _unknown_field_error(loc: tuple[int | str, ...], problem: ErrorDetails) -> APIError:
     """Named by its full path (``messages.0.nmae``), with the closest declared name when one is close."""
     field = ".".join(str(part) for part in (*loc, problem["ctx"]["field"]))
-    message = f"unknown parameter '{field}'"
+    message = f"unknown parameter {quote_value(field)}"
     if problem["ctx"]["closest"] is not None:
         message += f"; did you mean '{problem['ctx']['closest']}'?"
-    return APIError(HTTPStatus.BAD_REQUEST, message, param=str(loc[0]) if loc else field, code="unknown_parameter")
+    # An unknown top-level name is the param; like the message, it keeps only a prefix of a huge one.
+    param = str(loc[0]) if loc else field[:MAX_QUOTED_CHARS]
+    return APIError(HTTPStatus.BAD_REQUEST, message, param=param, code="unknown_parameter")
 
 
 def _reason(problem: ErrorDetails) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.errors import APIError
 from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest, GenerationRequest
@@ -79,5 +79,5 @@ def _logit_bias(logit_bias: dict[str, float] | None) -> dict[int, float] | None:
     for key in logit_bias:
         if not (key.isascii() and key.isdigit()):
             raise APIError(HTTPStatus.BAD_REQUEST, f"logit_bias keys must be token ids (integers >= 0 written as "
-                           f"strings), got {key!r}", param="logit_bias", code="invalid_value")
+                           f"strings), got {quote_value(key)}", param="logit_bias", code="invalid_value")
     return {int(key): bias for key, bias in logit_bias.items()}

@@ -15,7 +15,7 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from autoglm.engine.llm_engine import Prompt
+from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.async_engine import AsyncEngine
@@ -54,9 +54,12 @@ def usage_info(counts: TokenCounts) -> UsageInfo:
     )
 
 
-async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker, prompts: list[Prompt],
-                           params: SamplingParams, body: GenerationRequest, builder: ResponseBuilder) -> Response:
+async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker,
+                           prompts: list[TokenizedPrompt], params: SamplingParams, body: GenerationRequest,
+                           builder: ResponseBuilder) -> Response:
     """Answer one generation request; a failure before the first byte is raised as an APIError.
+
+    The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes.
 
     A stream starts once the first output is in, so an invalid or rejected request still gets a
     proper status code (the engine admits a batch of prompts together, so a refused one refuses

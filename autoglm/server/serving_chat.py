@@ -1,15 +1,15 @@
 """POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
+from functools import partial
 from http import HTTPStatus
 
 from fastapi import Request, Response
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.engine.tokenize import encode_text
+from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
 from autoglm.outputs import PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
@@ -28,12 +28,14 @@ from autoglm.server.sampling import chat_sampling_params
 from autoglm.server.serving import serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
+from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.unsupported import refuse_unimplemented
 
 
-def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage],
-                       add_generation_prompt: bool) -> list[int]:
-    """Token ids of the conversation as the model was trained to read it.
+def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage], add_generation_prompt: bool,
+                       char_limit: PromptCharLimit) -> list[int]:
+    """Token ids of the conversation as the model was trained to read it; a rendering longer than the
+    context could hold is refused before it is tokenized.
 
     The template writes any special tokens itself, so the tokenizer must not add them again.
     """
@@ -46,7 +48,15 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
                        param="messages", code="invalid_value") from None
+    char_limit.check(text)
     return encode_text(tokenizer, text, add_special_tokens=False)
+
+
+async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage],
+                        add_generation_prompt: bool) -> list[int]:
+    """The conversation's token ids, rendered and tokenized on a tokenizer worker."""
+    return await tokenizers.run(partial(render_chat_prompt, messages=messages,
+                                        add_generation_prompt=add_generation_prompt, char_limit=tokenizers.char_limit))
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
@@ -55,11 +65,11 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size)
-        tokenizer = engine.engine.tokenizer
-        prompt = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
+        token_ids = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs, tokenizer)
-    return await serve_generation(raw, engine, tracker, [prompt], params, body, builder)
+    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs,
+                          engine.engine.tokenizer)
+    return await serve_generation(raw, engine, tracker, [TokenizedPrompt(token_ids)], params, body, builder)
 
 
 @dataclass

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from transformers import PreTrainedTokenizerBase
 
+from autoglm.engine.llm_engine import Prompt
+from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.logprobs import completion_logprobs, token_decoder
 from autoglm.server.protocol import CompletionRequest
@@ -14,6 +16,7 @@ from autoglm.server.sampling import completion_sampling_params
 from autoglm.server.serving import choice_index, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.streaming import ChoiceDelta
+from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.unsupported import refuse_unimplemented
 
 
@@ -23,9 +26,16 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
         params = completion_sampling_params(body, engine.engine.model_config.vocab_size)
+        prompts = await tokenize_prompts(state.tokenizers, body.prompts)
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, body.prompts, params, body, builder)
+    return await serve_generation(raw, engine, tracker, prompts, params, body, builder)
+
+
+async def tokenize_prompts(tokenizers: TokenizerPool, prompts: list[Prompt]) -> list[TokenizedPrompt]:
+    """Each prompt as token ids, the text ones tokenized on the tokenizer workers."""
+    return [TokenizedPrompt(await tokenizers.encode(prompt), prompt) if isinstance(prompt, str)
+            else TokenizedPrompt(prompt) for prompt in prompts]
 
 
 @dataclass

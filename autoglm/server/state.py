@@ -10,10 +10,12 @@ from http import HTTPStatus
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.errors import quote_value
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tracking import RequestTracker
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,7 @@ class ServerState:
         self.model_name = served_model_name(config)
         self.created = int(time.time())
         self.engine: AsyncEngine | None = None
+        self._tokenizers: TokenizerPool | None = None
         self.load_error: str | None = None
         self.draining = False
         self.metrics = ServerMetrics(self.model_name, self.engine_stats)
@@ -51,17 +54,26 @@ class ServerState:
             raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the engine loop has stopped; the server must be restarted",
                            code="engine_not_running")
         if requested_model is not None and requested_model != self.model_name:
-            raise APIError(HTTPStatus.NOT_FOUND, f"The model `{requested_model}` does not exist; this server serves "
-                           f"`{self.model_name}`.", param="model", code="model_not_found")
+            raise APIError(HTTPStatus.NOT_FOUND, f"The model {quote_value(requested_model)} does not exist; this "
+                           f"server serves '{self.model_name}'.", param="model", code="model_not_found")
         return self.engine
+
+    @property
+    def tokenizers(self) -> TokenizerPool:
+        """The tokenizer workers: made with the engine, so any route that got past ready_engine has them."""
+        assert self._tokenizers is not None, "the tokenizer workers start with the engine; call ready_engine first"
+        return self._tokenizers
 
     def new_tracker(self, id_prefix: str) -> RequestTracker:
         return RequestTracker(f"{id_prefix}-{uuid.uuid4().hex}", self.metrics)
 
     async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
-        """Build the engine off the event loop, so /health can answer 503 meanwhile, then start it."""
+        """Build the engine and the tokenizer workers off the event loop, so /health can answer 503
+        meanwhile, then start the engine."""
         try:
             engine = await asyncio.to_thread(load_engine)
+            self._tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self.config.tokenizer_workers,
+                                                       engine.prompt_char_limit)
         except Exception as error:
             logger.exception("loading the model failed")
             self.load_error = f"loading the model failed: {type(error).__name__}: {error}"
@@ -82,5 +94,7 @@ class ServerState:
                            self.engine.num_open_requests)
 
     async def shutdown(self) -> None:
+        if self._tokenizers is not None:
+            self._tokenizers.shutdown()
         if self.engine is not None:
             await self.engine.shutdown()

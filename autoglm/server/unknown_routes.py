@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from autoglm.errors import quote_value
+
 # OpenAI's APIs beside text generation, by their first path segment under /v1.
 OPENAI_APIS_NOT_SERVED = frozenset({
     "assistants", "audio", "batches", "containers", "conversations", "embeddings", "evals", "files",
@@ -14,9 +16,9 @@ SERVED_ROUTES = "POST /v1/completions, POST /v1/chat/completions and GET /v1/mod
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:
     """The message and code for a 404 or 405 Starlette raised for `method` `path`."""
     if status == HTTPStatus.METHOD_NOT_ALLOWED:
-        return f"{method} is not allowed on {path}", "method_not_allowed"
+        return f"{method} is not allowed on {quote_value(path)}", "method_not_allowed"
     parts = path.strip("/").split("/")
     if len(parts) > 1 and parts[0] == "v1" and parts[1] in OPENAI_APIS_NOT_SERVED:
         return (f"/v1/{parts[1]} is not supported by this server: it serves text generation only "
                 f"({SERVED_ROUTES})"), "unsupported_endpoint"
-    return f"unknown URL: {method} {path}; this server serves {SERVED_ROUTES}", "unknown_url"
+    return f"unknown URL: {method} {quote_value(path)}; this server serves {SERVED_ROUTES}", "unknown_url"

@@ -105,7 +105,7 @@ def test_refused_requests_are_logged_with_their_status(server, caplog):
     assert [line["status"] for line in lines] == [400, 404, 400]
     assert lines[2]["prompt_tokens"] == 0 and lines[2]["finish_reason"] is None
     assert lines[0]["error"] == "temperature must be in [0, 2], got 5.0"
-    assert "The model `x` does not exist" in lines[1]["error"]
+    assert "The model 'x' does not exist" in lines[1]["error"]
     assert "maximum context length is 256 tokens" in lines[2]["error"]
 
 

@@ -141,6 +141,6 @@ def test_unsupported_and_unknown_routes_answer_in_openais_error_shape(server):
     assert caught.value.body["message"].startswith("/v1/embeddings is not supported by this server")
     unknown = httpx.get(server.url + "/v1/nothing/here")
     assert unknown.status_code == 404 and error_of(unknown)["code"] == "unknown_url"
-    assert "GET /v1/nothing/here" in error_of(unknown)["message"]
+    assert "GET '/v1/nothing/here'" in error_of(unknown)["message"]
     wrong_method = httpx.get(server.url + "/v1/completions")
     assert wrong_method.status_code == 405 and error_of(wrong_method)["code"] == "method_not_allowed"

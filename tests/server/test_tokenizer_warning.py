@@ -30,8 +30,9 @@ def transformers_warnings() -> Iterator[list[str]]:
 
 def test_long_prompts_do_not_warn_about_the_tokenizers_length(server, monkeypatch):
     tokenizer = server.state.engine.engine.tokenizer
-    monkeypatch.setattr(tokenizer, "model_max_length", 16)
-    monkeypatch.setattr(tokenizer, "deprecation_warnings", {})  # transformers warns once per tokenizer
+    for each in (tokenizer, *server.state.tokenizers.worker_tokenizers):
+        monkeypatch.setattr(each, "model_max_length", 16)
+        monkeypatch.setattr(each, "deprecation_warnings", {})  # transformers warns once per tokenizer
     with transformers_warnings() as messages:
         refused = httpx.post(server.url + "/v1/completions", json={"prompt": LONG_PROMPT, "max_tokens": 1})
         chat = httpx.post(server.url + "/v1/chat/completions",

@@ -1,0 +1,153 @@
+"""Tokenizing stalls nobody: a long tokenization holds up neither other connections nor running
+streams, text no context could hold is refused untokenized, and many requests may tokenize at once."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from tests.server.live_server import long_completion, slow_down_steps, start_server
+from tests.tiny_models import TOKENIZER_TEXT
+
+pytestmark = pytest.mark.timeout(90)
+
+# Texts holding this word take SLOW_TOKENIZING_S to tokenize, wherever that happens.
+SLOW_WORD = "sloth"
+SLOW_TOKENIZING_S = 4.0
+# Far above a step's gap between two chunks, far below SLOW_TOKENIZING_S: only a stall passes it.
+MAX_CHUNK_GAP_S = 2.5
+
+
+def tokenizer_class(server) -> type:
+    return type(server.state.engine.engine.tokenizer)
+
+
+def slow_down_tokenizing(server, monkeypatch) -> threading.Event:
+    """Make every copy of the server's tokenizer take SLOW_TOKENIZING_S over a text with SLOW_WORD;
+    the event is set once such a tokenization has begun."""
+    cls = tokenizer_class(server)
+    encode, started = cls.encode, threading.Event()
+
+    def slow_encode(self, text, *args, **kwargs):
+        if isinstance(text, str) and SLOW_WORD in text:
+            started.set()
+            time.sleep(SLOW_TOKENIZING_S)
+        return encode(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "encode", slow_encode)
+    return started
+
+
+def record_tokenized_lengths(server, monkeypatch) -> list[int]:
+    """The length of every text the server's tokenizers are asked to encode from now on."""
+    cls = tokenizer_class(server)
+    encode, lengths = cls.encode, []
+
+    def recording_encode(self, text, *args, **kwargs):
+        lengths.append(len(text))
+        return encode(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "encode", recording_encode)
+    return lengths
+
+
+def chunk_gaps_while(server, request: Callable[[], httpx.Response]) -> tuple[list[float], httpx.Response]:
+    """Start a long stream; once its first chunk is in, send `request` from another thread. The gaps
+    between the stream's chunks until `request` has its answer, and that answer."""
+    with ThreadPoolExecutor(1) as sender, httpx.stream("POST", server.url + "/v1/completions",
+                                                       json=long_completion(stream=True), timeout=60) as stream:
+        lines = stream.iter_lines()
+        next(lines)
+        answer = sender.submit(request)
+        gaps, last = [], time.monotonic()
+        for line in lines:
+            now = time.monotonic()
+            if line.startswith("data: "):
+                gaps.append(now - last)
+                last = now
+            if answer.done():
+                break
+        return gaps, answer.result(timeout=30)
+
+
+def test_a_prompt_no_context_could_hold_is_refused_untokenized_and_the_streams_go_on(server, monkeypatch):
+    slow_down_steps(server, monkeypatch, step_s=0.03)
+    tokenized_lengths = record_tokenized_lengths(server, monkeypatch)
+    huge = "the quick brown fox " * 95_000  # 1.9 million characters: a body under 2 MB
+    max_chars = server.state.engine.engine.prompt_char_limit.max_chars
+    gaps, refused = chunk_gaps_while(server, lambda: httpx.post(
+        server.url + "/v1/completions", json={"prompt": huge, "max_tokens": 2}, timeout=30))
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert f"{len(huge)} characters" in error["message"] and f"at most {max_chars} characters" in error["message"]
+    assert max(tokenized_lengths, default=0) < len(huge)
+    assert gaps and max(gaps) < MAX_CHUNK_GAP_S
+
+
+def test_a_slow_tokenization_does_not_stall_the_running_streams(server, monkeypatch):
+    slow_down_steps(server, monkeypatch, step_s=0.03)  # the stream outlasts the slow tokenization
+    slow_down_tokenizing(server, monkeypatch)
+    gaps, answered = chunk_gaps_while(server, lambda: httpx.post(
+        server.url + "/v1/completions", json={"prompt": f"{SLOW_WORD} and fox", "max_tokens": 2}, timeout=30))
+    assert answered.status_code == 200
+    assert gaps and max(gaps) < MAX_CHUNK_GAP_S
+
+
+@pytest.mark.parametrize("body", [{"prompt": f"a {SLOW_WORD}"},
+                                  {"messages": [{"role": "user", "content": f"a {SLOW_WORD}"}]}])
+def test_health_answers_while_tokenize_runs(server, monkeypatch, body):
+    started = slow_down_tokenizing(server, monkeypatch)
+    with ThreadPoolExecutor(1) as sender:
+        tokenized = sender.submit(httpx.post, server.url + "/tokenize", json=body, timeout=30)
+        assert started.wait(10)
+        assert httpx.get(server.url + "/health", timeout=SLOW_TOKENIZING_S / 2).status_code == 200
+        assert not tokenized.done()
+        assert tokenized.result().status_code == 200
+
+
+def test_tokenize_refuses_text_no_context_could_hold(server, monkeypatch):
+    tokenized_lengths = record_tokenized_lengths(server, monkeypatch)
+    max_chars = server.state.engine.engine.prompt_char_limit.max_chars
+    response = httpx.post(server.url + "/tokenize", json={"prompt": "x" * (max_chars + 1)}, timeout=30)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+    assert tokenized_lengths == []
+
+
+def test_many_requests_tokenizing_at_once_all_get_their_tokens(server):
+    texts = [f"{TOKENIZER_TEXT[:100 + 7 * i]} {i}" for i in range(16)]
+    expected = [httpx.post(server.url + "/tokenize", json={"prompt": text}).json()["tokens"] for text in texts]
+
+    async def tokenize_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            requests = []
+            for _ in range(4):
+                for text in texts:
+                    requests.append(client.post("/tokenize", json={"prompt": text}))
+                    requests.append(client.post("/detokenize", json={"tokens": expected[texts.index(text)]}))
+                    requests.append(client.post("/v1/completions", json={"prompt": text, "max_tokens": 1}))
+            return await asyncio.gather(*requests)
+
+    responses = asyncio.run(asyncio.wait_for(tokenize_all(), timeout=80))
+    assert [response.status_code for response in responses] == [200] * len(responses)
+    for index, response in enumerate(responses):
+        text_index = index // 3 % len(texts)
+        if index % 3 == 0:
+            assert response.json()["tokens"] == expected[text_index]
+        elif index % 3 == 1:
+            assert response.json()["prompt"].endswith(f" {text_index}")
+        else:
+            assert response.json()["usage"]["prompt_tokens"] == len(expected[text_index])
+
+
+def test_the_server_runs_as_many_tokenizer_workers_as_set(chat_model):
+    running = start_server(chat_model, tokenizer_workers=3)
+    try:
+        assert len(running.state.tokenizers.worker_tokenizers) == 3
+    finally:
+        running.stop()
