@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.tokenize import encode_text
+from autoglm.engine.tokenize import check_token_ids, encode_text
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.protocol import (
     ChatCompletionRequest,
@@ -77,6 +77,7 @@ async def tokenize(body: TokenizeRequest, state: ServerState = State) -> Tokeniz
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> DetokenizeResponse:
     engine = state.ready_engine(body.model)
+    check_token_ids(body.tokens, engine.engine.model_config.vocab_size, "tokens")
     return DetokenizeResponse(prompt=engine.engine.tokenizer.decode(body.tokens))
 
 

@@ -54,7 +54,8 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
-        params = chat_sampling_params(body, engine.engine.model_config.vocab_size)
+        params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
+                                      state.config.max_sequences_per_request)
         tokenizer = engine.engine.tokenizer
         prompt = await asyncio.to_thread(render_chat_prompt, tokenizer, body.messages, body.add_generation_prompt)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
