@@ -14,6 +14,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids, encode_text
 from autoglm.server.errors import install_error_handlers
+from autoglm.server.openapi import install_openapi
 from autoglm.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -119,4 +120,5 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     app.state.server = state
     install_error_handlers(app)
     app.include_router(router)
+    install_openapi(app)
     return app
