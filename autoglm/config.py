@@ -190,6 +190,15 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SCHEDULING,
     )
+    max_abs_priority: int = Field(
+        1000,
+        ge=0,
+        description=(
+            "Largest priority magnitude a request may give: priorities outside [-N, N] are refused, so no "
+            "client can jump every queue for longer than aging takes to catch up."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     num_threads: int | None = Field(
         None, ge=1, description="CPU threads for torch; None keeps torch's choice.", json_schema_extra=_DEVICE
     )
@@ -246,6 +255,15 @@ class AutoGLMConfig(BaseModel):
     )
     tokenizer_workers: int = Field(
         2, ge=1, description="Threads that tokenize and detokenize requests, each with its own tokenizer.",
+        json_schema_extra=_SERVER,
+    )
+    max_sequences_per_request: int = Field(
+        256,
+        ge=1,
+        description=(
+            "Most sequences one API request may create (its prompts times max(n, best_of)); more is refused "
+            "with 400, so one request cannot fill the queue and the KV cache by itself."
+        ),
         json_schema_extra=_SERVER,
     )
 

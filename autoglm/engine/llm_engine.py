@@ -22,7 +22,7 @@ from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
+from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
@@ -99,6 +99,7 @@ class LLMEngine:
         params = params or SamplingParams()
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
+        self._check_priority(priority)
         prompt_text, token_ids = self._tokenize(prompt)
         params.check_vocab(self.model_config.vocab_size)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
@@ -147,13 +148,18 @@ class LLMEngine:
         token_ids = list(token_ids)
         if not token_ids:
             raise InvalidRequestError("prompt is empty; give at least one token")
-        vocab = self.model_config.vocab_size
-        bad = [t for t in token_ids if not 0 <= t < vocab]
-        if bad:
-            raise InvalidRequestError(
-                f"prompt token id {quote_value(bad[0])} is out of range; token ids must be in [0, {vocab})"
-            )
+        check_token_ids(token_ids, self.model_config.vocab_size, "prompt")
         return text, token_ids
+
+    def _check_priority(self, priority: int) -> None:
+        """A bounded priority: aging lifts a waiting request by one level per aging period, so an
+        unbounded one would let a single client run ahead of every other for good."""
+        bound = self.config.max_abs_priority
+        if not -bound <= priority <= bound:
+            raise InvalidRequestError(
+                f"priority must be in [-{bound}, {bound}] (the max_abs_priority setting), got {priority}",
+                param="priority",
+            )
 
     def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
         limit = self.max_context_len

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.errors import ContextLengthExceededError
+from autoglm.errors import InvalidRequestError, quote_value
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,13 @@ def longest_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
     each character with one, so an entry is never shorter than the text it decodes to.
     """
     return max(map(len, tokenizer.get_vocab()), default=1)
+
+
+def check_token_ids(token_ids: list[int], vocab_size: int, field: str) -> None:
+    """Refuse ids outside the vocabulary, naming `field`, before the model or the tokenizer meets
+    them: the tokenizer cannot even convert a negative or huge id, and would fail as a server bug."""
+    for token_id in token_ids:
+        if not 0 <= token_id < vocab_size:
+            raise InvalidRequestError(
+                f"{field}: token id {quote_value(token_id)} is out of range; token ids must be in [0, {vocab_size})", param=field,
+            )

@@ -13,9 +13,11 @@ from starlette.middleware.cors import CORSMiddleware
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.tokenize import check_token_ids
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.openapi import install_openapi
 from autoglm.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -82,7 +84,8 @@ async def tokenize(body: TokenizeRequest, state: ServerState = State) -> Tokeniz
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> DetokenizeResponse:
-    state.ready_engine(body.model)
+    engine = state.ready_engine(body.model)
+    check_token_ids(body.tokens, engine.engine.model_config.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await state.tokenizers.decode(body.tokens))
 
 
@@ -127,6 +130,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     install_error_handlers(app)
     app.include_router(router)
     _add_middleware(app, config, state.metrics)
+    install_openapi(app)
     return app
 
 

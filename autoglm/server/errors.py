@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.errors import MAX_QUOTED_CHARS, InvalidRequestError, quote_value
 from autoglm.server.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
-from autoglm.server.protocol import UNKNOWN_FIELD
+from autoglm.server.protocol import INVALID_TEXT, UNKNOWN_FIELD
 from autoglm.server.unknown_routes import route_error_message
 
 logger = logging.getLogger(__name__)
@@ -73,9 +73,9 @@ def to_api_error(error: BaseException, request_id: str | None = None) -> APIErro
     if isinstance(error, APIError):
         return error
     if isinstance(error, ContextLengthExceededError):
-        return APIError(HTTPStatus.BAD_REQUEST, str(error), code="context_length_exceeded")
+        return APIError(HTTPStatus.BAD_REQUEST, str(error), param=error.param, code="context_length_exceeded")
     if isinstance(error, InvalidRequestError):
-        return APIError(HTTPStatus.BAD_REQUEST, str(error), code="invalid_value")
+        return APIError(HTTPStatus.BAD_REQUEST, str(error), param=error.param, code="invalid_value")
     if isinstance(error, QueueFullError):
         return APIError(HTTPStatus.TOO_MANY_REQUESTS, str(error), code="rate_limit_exceeded",
                         headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -107,6 +107,8 @@ def _validation_error(error: RequestValidationError) -> APIError:
     loc = locs[0]
     if problem["type"] == UNKNOWN_FIELD:
         return _unknown_field_error(loc, problem)
+    if problem["type"] == INVALID_TEXT:
+        return _invalid_text_error((*loc, *problem["ctx"]["path"]))
     if not loc:
         return APIError(HTTPStatus.BAD_REQUEST, f"invalid request body: {_reason(problem)}", code="invalid_value")
     field_loc = loc[:next((i for i, part in enumerate(loc) if _is_union_member(part)), len(loc))]
@@ -134,6 +136,14 @@ def _unknown_field_error(loc: tuple[int | str, ...], problem: ErrorDetails) -> A
     # An unknown top-level name is the param; like the message, it keeps only a prefix of a huge one.
     param = str(loc[0]) if loc else field[:MAX_QUOTED_CHARS]
     return APIError(HTTPStatus.BAD_REQUEST, message, param=param, code="unknown_parameter")
+
+
+def _invalid_text_error(path: tuple[int | str, ...]) -> APIError:
+    """Named by the path to the text, never quoting it: a lone surrogate cannot be written as UTF-8."""
+    field = ".".join(str(part) for part in path) or "the request body"
+    return APIError(HTTPStatus.BAD_REQUEST,
+                    f"{field}: text must be valid Unicode, but it holds a lone surrogate (an unpaired "
+                    f"\\ud800-\\udfff escape)", param=str(path[0]) if path else None, code="invalid_value")
 
 
 def _reason(problem: ErrorDetails) -> str:

@@ -9,7 +9,8 @@ values are range-checked by SamplingParams, so its messages and limits are the o
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -19,17 +20,27 @@ from autoglm.errors import InvalidRequestError
 
 # The pydantic error type of a field the request model does not declare.
 UNKNOWN_FIELD = "unknown_field"
+# The pydantic error type of text holding a lone surrogate (JSON's "\ud800"): JSON can spell one,
+# but it is not Unicode text, so no tokenizer can read it and no UTF-8 answer can quote it.
+INVALID_TEXT = "invalid_text"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # One prompt (text or token ids) or a batch of them, as OpenAI's completions take it.
 PromptField = str | list[str] | list[int] | list[list[int]]
 
 
 class APIModel(BaseModel):
-    model_config = ConfigDict(strict=True)
+    # Undeclared fields are refused (below, with a better message than extra="forbid" gives); the
+    # schema says so too.
+    model_config = ConfigDict(strict=True, json_schema_extra={"additionalProperties": False})
 
     @model_validator(mode="before")
     @classmethod
-    def _known_fields_only(cls, data: Any) -> Any:
-        """Refuse the first undeclared field, carrying the closest declared name for the message."""
+    def _valid_text_and_known_fields_only(cls, data: Any) -> Any:
+        """Refuse text that is not Unicode, carrying where it is; then the first undeclared field,
+        carrying the closest declared name for the message."""
+        path = _lone_surrogate_at(data)
+        if path is not None:
+            raise PydanticCustomError(INVALID_TEXT, "text holds a lone surrogate", {"path": path})
         if isinstance(data, dict):
             for name in data:
                 if name not in cls.model_fields:
@@ -37,6 +48,29 @@ class APIModel(BaseModel):
                     raise PydanticCustomError(UNKNOWN_FIELD, "unknown parameter '{field}'",
                                               {"field": name, "closest": closest[0] if closest else None})
         return data
+
+
+def _lone_surrogate_at(value: Any) -> tuple[int | str, ...] | None:
+    """The path within a parsed JSON value to a string holding a lone surrogate (a mapping whose
+    key holds one counts as the place), or None when all its text is Unicode. A loop, not
+    recursion, so that deeply nested input cannot exhaust the stack; numbers are not even queued."""
+    pending: list[tuple[tuple[int | str, ...], Any]] = [((), value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path
+            continue
+        if isinstance(item, dict):
+            if any(isinstance(key, str) and _SURROGATE.search(key) for key in item):
+                return path
+            children = item.items()
+        elif isinstance(item, list):
+            children = enumerate(item)
+        else:
+            continue
+        pending.extend(((*path, key), child) for key, child in children if isinstance(child, (str, list, dict)))
+    return None
 
 
 class StreamOptions(APIModel):
@@ -155,7 +189,7 @@ class TokenizeRequest(APIModel):
 
     model: str | None = None
     prompt: str | None = None
-    messages: list[ChatMessage] | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
 

@@ -17,7 +17,7 @@ _SHARED_FIELDS = (
 )
 
 
-def completion_sampling_params(request: CompletionRequest, vocab_size: int) -> SamplingParams:
+def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_sequences: int) -> SamplingParams:
     """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too.
 
     ``best_of`` candidates are generated per prompt and ranked by cumulative log-prob, so the engine
@@ -27,6 +27,7 @@ def completion_sampling_params(request: CompletionRequest, vocab_size: int) -> S
     if best_of < request.n:
         raise APIError(HTTPStatus.BAD_REQUEST, f"best_of must be >= n ({request.n}), got {best_of}",
                        param="best_of", code="invalid_value")
+    _check_sequence_count(len(request.prompts), best_of, "best_of" if best_of > request.n else "n", max_sequences)
     if best_of > request.n and request.stream:
         raise APIError(HTTPStatus.BAD_REQUEST, "best_of cannot be used with stream: the best candidates are only "
                        "known once all have finished", param="best_of", code="invalid_value")
@@ -42,8 +43,9 @@ def num_candidates(request: CompletionRequest) -> int:
     return request.n if request.best_of is None else request.best_of
 
 
-def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int) -> SamplingParams:
+def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_sequences: int) -> SamplingParams:
     """``logprobs: true`` turns log-probs on; ``top_logprobs: N`` adds N alternatives per token."""
+    _check_sequence_count(1, request.n, "n", max_sequences)
     if request.top_logprobs is not None and not request.logprobs:
         raise APIError(HTTPStatus.BAD_REQUEST, "top_logprobs needs logprobs set to true", param="top_logprobs",
                        code="invalid_value")
@@ -54,6 +56,19 @@ def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int) -> Sam
     if use_completion_tokens:
         request_names["max_tokens"] = "max_completion_tokens"
     return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, vocab_size)
+
+
+def _check_sequence_count(num_prompts: int, per_prompt: int, per_prompt_name: str, max_sequences: int) -> None:
+    """Refuse a request that would create more than `max_sequences` sequences (the
+    max_sequences_per_request setting), before any of its prompts is tokenized or queued."""
+    total = num_prompts * per_prompt
+    if total > max_sequences:
+        prompts = f"{num_prompts} prompt{'s' * (num_prompts != 1)}"
+        raise APIError(HTTPStatus.BAD_REQUEST,
+                       f"this request would create {total} sequences ({prompts} x {per_prompt_name}={per_prompt}) "
+                       f"but the server allows at most {max_sequences} per request (max_sequences_per_request); "
+                       f"send fewer prompts or a lower {per_prompt_name}",
+                       param="prompt" if num_prompts > 1 else per_prompt_name, code="invalid_value")
 
 
 def _build(request: GenerationRequest, specific: dict[str, Any], request_names: dict[str, str],

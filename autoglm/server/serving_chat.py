@@ -64,7 +64,8 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
-        params = chat_sampling_params(body, engine.engine.model_config.vocab_size)
+        params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
+                                      state.config.max_sequences_per_request)
         token_ids = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs,

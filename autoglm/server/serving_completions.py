@@ -25,7 +25,8 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
-        params = completion_sampling_params(body, engine.engine.model_config.vocab_size)
+        params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
+                                            state.config.max_sequences_per_request)
         prompts = await tokenize_prompts(state.tokenizers, body.prompts)
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)

@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM
 from autoglm import LLM, AutoGLMConfig, OpenAutoGLM, SamplingParams
 from autoglm.config import ConfigError
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.errors import InvalidRequestError
 from autoglm.outputs import PositionLogprobs, RequestOutput, add_delta
 from autoglm.sampling_params import RequestOutputKind
 from tests.engine.kv_pool import kv_bytes_for_blocks
@@ -282,6 +283,15 @@ def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, prompt, para
     out = llm.generate([[3, 4, 5]], SamplingParams(temperature=0, max_tokens=3), use_tqdm=False)
     assert len(out[0].outputs[0].token_ids) == 3
     assert_idle(llm)
+
+
+def test_priorities_outside_max_abs_priority_are_refused_offline(llm):
+    params = SamplingParams(temperature=0, max_tokens=1)
+    for priority in (1001, -(10**30)):
+        with pytest.raises(InvalidRequestError, match=r"priority must be in \[-1000, 1000\] \(the max_abs_priority"):
+            llm.generate(["Hi", "there"], params, priority=[0, priority], use_tqdm=False)
+        assert_idle(llm)
+    assert len(llm.generate(["Hi"], params, priority=[-1000], use_tqdm=False)[0].outputs[0].token_ids) == 1
 
 
 @pytest.mark.parametrize("bad", [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(top_k=-2),

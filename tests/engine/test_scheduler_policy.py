@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.scheduler_policy import FcfsPolicy, PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence
+from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import SamplingParams
 from tests.engine.scheduling import make_seq, run_batch
 from tests.engine.scripted_engine import scripted_engine
@@ -101,3 +104,15 @@ def test_the_scheduling_policy_setting_reaches_the_scheduler():
 
     assert first_finished() == "high"
     assert first_finished(scheduling_policy="fcfs") == "low"
+
+
+def test_the_max_abs_priority_setting_bounds_request_priorities():
+    engine = scripted_engine(num_blocks=64, max_abs_priority=5)
+    params = SamplingParams(max_tokens=1)
+    engine.add_request("lowest", [3, 4, 5], params, priority=5)
+    engine.add_request("highest", [3, 4, 6], params, priority=-5)
+    for priority in (6, -6):
+        with pytest.raises(InvalidRequestError, match=r"priority must be in \[-5, 5\]") as caught:
+            engine.add_request("beyond", [3, 4, 7], params, priority=priority)
+        assert caught.value.param == "priority"
+    assert sorted(engine.requests) == ["highest", "lowest"]

@@ -1,0 +1,115 @@
+"""The OpenAPI document as the server really answers, so generated clients and schema fuzzers can trust it.
+
+FastAPI documents each route from its signature: a 422 for invalid input that the server never
+sends (install_error_handlers answers 400 in OpenAI's error shape), and a JSON body for every route
+that returns a plain Response (/health has none, /metrics is Prometheus text, the generation
+routes stream server-sent events). This module rewrites those answers and adds the errors each
+route can give, all in the error schema.
+"""
+from __future__ import annotations
+
+import functools
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from autoglm.server.errors import RETRY_AFTER_S, ErrorResponse
+from autoglm.server.responses import ChatCompletionChunk, ChatCompletionResponse, CompletionResponse
+
+_SCHEMA_REF = "#/components/schemas/{model}"
+# FastAPI's schemas for the 422 it would document.
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+# When each error status is answered; the body's message says what exactly.
+_ERROR_DESCRIPTIONS = {
+    HTTPStatus.BAD_REQUEST: "Invalid request: the message names the parameter and what it allows",
+    HTTPStatus.NOT_FOUND: "`model` names a model this server does not serve",
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts",
+    HTTPStatus.TOO_MANY_REQUESTS: "The waiting queue is full; retry after `Retry-After` seconds",
+    HTTPStatus.INTERNAL_SERVER_ERROR: "A bug in the server, whose log holds the traceback; it goes on serving",
+    HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, or its engine loop stopped",
+    HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
+}
+_REQUEST_ERRORS = (HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                   HTTPStatus.SERVICE_UNAVAILABLE)
+_GENERATION_ERRORS = (*_REQUEST_ERRORS, HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.GATEWAY_TIMEOUT)
+# The errors each route can answer with, besides the 500 of a server bug that any route may give.
+ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
+    "/health": (HTTPStatus.SERVICE_UNAVAILABLE,),
+    "/version": (),
+    "/metrics": (),
+    "/v1/models": (HTTPStatus.SERVICE_UNAVAILABLE,),
+    "/tokenize": _REQUEST_ERRORS,
+    "/detokenize": _REQUEST_ERRORS,
+    "/v1/completions": _GENERATION_ERRORS,
+    "/v1/chat/completions": _GENERATION_ERRORS,
+}
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": _SCHEMA_REF.format(model=model.__name__)}
+
+
+def _generation_answer(what: str, response: type[BaseModel], chunk: type[BaseModel]) -> dict[str, Any]:
+    events = f"Server-sent events: `data: <{chunk.__name__} JSON>` lines, then `data: [DONE]`"
+    return {"description": f"The {what}; with `stream: true`, server-sent events of its chunks",
+            "content": {"application/json": {"schema": _ref(response)},
+                        "text/event-stream": {"schema": {"type": "string", "description": events}}}}
+
+
+# The success answers FastAPI cannot read from a route that returns a plain Response.
+_SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
+    "/health": {"description": "The server takes requests (no body)"},
+    "/metrics": {"description": "Prometheus text exposition format",
+                 "content": {"text/plain": {"schema": {"type": "string"}}}},
+    "/v1/completions": _generation_answer("completion", CompletionResponse, CompletionResponse),
+    "/v1/chat/completions": _generation_answer("chat completion", ChatCompletionResponse, ChatCompletionChunk),
+}
+# Models the rewritten answers refer to, which FastAPI does not see in any route's signature.
+_ANSWER_MODELS: tuple[type[BaseModel], ...] = (ErrorResponse, CompletionResponse, ChatCompletionResponse,
+                                               ChatCompletionChunk)
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the rewritten document at /openapi.json (and so in /docs), built once on first use."""
+    fastapi_document = app.openapi
+
+    @functools.cache
+    def document() -> dict[str, Any]:
+        return _describe_answers(fastapi_document())
+
+    app.openapi = document  # type: ignore[method-assign]
+
+
+def _describe_answers(document: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite FastAPI's `document` in place to give each operation the answers the server sends."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name in _FASTAPI_VALIDATION_SCHEMAS:
+        schemas.pop(name, None)
+    _, answer_schemas = models_json_schema([(model, "serialization") for model in _ANSWER_MODELS],
+                                           ref_template=_SCHEMA_REF)
+    for name, schema in answer_schemas["$defs"].items():
+        schemas.setdefault(name, schema)
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            answers = operation["responses"]
+            answers.pop(str(HTTPStatus.UNPROCESSABLE_ENTITY.value), None)
+            if path in _SUCCESS_ANSWERS:
+                answers[str(HTTPStatus.OK.value)] = _SUCCESS_ANSWERS[path]
+            for status in (*ROUTE_ERRORS.get(path, ()), HTTPStatus.INTERNAL_SERVER_ERROR):
+                answers[str(status.value)] = _error_answer(status)
+    return document
+
+
+def _error_answer(status: HTTPStatus) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "description": _ERROR_DESCRIPTIONS[status],
+        "content": {"application/json": {"schema": _ref(ErrorResponse)}},
+    }
+    if status == HTTPStatus.TOO_MANY_REQUESTS:
+        answer["headers"] = {"Retry-After": {"description": f"Seconds to wait before retrying ({RETRY_AFTER_S})",
+                                             "schema": {"type": "integer"}}}
+    return answer

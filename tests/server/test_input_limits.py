@@ -1,0 +1,91 @@
+"""A client's mistake or excess is a 400 naming the field and the limit, never a 500: token ids past
+the vocabulary, text that is not Unicode, unbounded priorities, requests that fan out too far."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from autoglm.server.errors import APIError
+from autoglm.server.protocol import ChatCompletionRequest
+from autoglm.server.sampling import chat_sampling_params
+
+pytestmark = pytest.mark.timeout(60)
+
+TINY_VOCAB = 320  # tests/tiny_models.py
+
+
+def post_json(server, path: str, body: dict) -> httpx.Response:
+    """Post `body` as JSON with non-ASCII escaped, so that a lone surrogate travels as "\\ud800"."""
+    return httpx.post(server.url + path, content=json.dumps(body).encode("ascii"),
+                      headers={"content-type": "application/json"}, timeout=30)
+
+
+def bad_request(response: httpx.Response) -> dict:
+    assert response.status_code == 400, response.text
+    return response.json()["error"]
+
+
+@pytest.mark.parametrize("token_id", [-1, TINY_VOCAB, 2**64, -(10**30)])
+def test_detokenize_refuses_ids_outside_the_vocabulary_naming_the_range(server, token_id):
+    error = bad_request(post_json(server, "/detokenize", {"tokens": [5, token_id]}))
+    assert error["param"] == "tokens" and error["code"] == "invalid_value"
+    assert f"token id {token_id} is out of range; token ids must be in [0, {TINY_VOCAB})" in error["message"]
+    assert post_json(server, "/detokenize", {"tokens": [5, TINY_VOCAB - 1]}).status_code == 200
+
+
+LONE_SURROGATE = "\ud800"
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/completions", {"prompt": "Hi" + LONE_SURROGATE}, "prompt"),
+    ("/v1/completions", {"prompt": ["Hi", LONE_SURROGATE]}, "prompt.1"),
+    ("/v1/completions", {"prompt": "Hi", "stop": ["ok", "x" + LONE_SURROGATE]}, "stop.1"),
+    ("/v1/completions", {"prompt": "Hi", "model": LONE_SURROGATE}, "model"),
+    ("/v1/completions", {"prompt": "Hi", LONE_SURROGATE: 1}, "the request body"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": LONE_SURROGATE}]}, "messages.0.content"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": LONE_SURROGATE}]}]},
+     "messages.0.content.0.text"),
+    ("/tokenize", {"prompt": LONE_SURROGATE}, "prompt"),
+])
+def test_a_lone_surrogate_is_a_400_naming_the_field(server, path, body, field):
+    error = bad_request(post_json(server, path, body))
+    assert error["message"].startswith(f"{field}: text must be valid Unicode")
+    assert error["param"] == (None if field == "the request body" else field.split(".")[0])
+
+
+def test_tokenize_without_messages_is_a_400_naming_them(server):
+    error = bad_request(post_json(server, "/tokenize", {"messages": []}))
+    assert error["param"] == "messages" and "at least 1 item" in error["message"]
+
+
+def test_priority_beyond_the_bound_is_a_400_naming_it(server):
+    for path, body in (("/v1/completions", {"prompt": "Hi"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
+        for priority in (-(10**30), 1001):
+            error = bad_request(post_json(server, path, {**body, "max_tokens": 1, "priority": priority}))
+            assert error["param"] == "priority"
+            assert error["message"] == (f"priority must be in [-1000, 1000] (the max_abs_priority setting), "
+                                        f"got {priority}")
+        assert post_json(server, path, {**body, "max_tokens": 1, "priority": -1000}).status_code == 200
+
+
+def test_a_request_past_max_sequences_per_request_is_refused_naming_the_cap(server):
+    error = bad_request(post_json(server, "/v1/completions", {"prompt": ["Hi"] * 17, "n": 16, "max_tokens": 1}))
+    assert error["param"] == "prompt"
+    assert error["message"].startswith("this request would create 272 sequences (17 prompts x n=16) but the server "
+                                       "allows at most 256 per request (max_sequences_per_request)")
+    error = bad_request(post_json(server, "/v1/completions", {"prompt": ["Hi"] * 20, "best_of": 13, "max_tokens": 1}))
+    assert "260 sequences (20 prompts x best_of=13)" in error["message"]
+    at_the_cap = post_json(server, "/v1/completions", {"prompt": ["Hi"] * 16, "n": 16, "max_tokens": 1})
+    assert at_the_cap.status_code == 200 and len(at_the_cap.json()["choices"]) == 256
+
+
+def test_chat_n_counts_against_the_cap():
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "Hi"}], n=8)
+    assert chat_sampling_params(request, TINY_VOCAB, max_sequences=8).n == 8
+    with pytest.raises(APIError) as caught:
+        chat_sampling_params(request, TINY_VOCAB, max_sequences=4)
+    assert caught.value.status == 400 and caught.value.body.error.param == "n"
+    assert "would create 8 sequences (1 prompt x n=8)" in caught.value.body.error.message
