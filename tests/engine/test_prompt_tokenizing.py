@@ -45,7 +45,7 @@ def test_a_tokenized_prompt_is_taken_as_it_is_and_hands_back_its_text(monkeypatc
 def test_a_tokenized_prompts_ids_are_still_checked(monkeypatch):
     engine = scripted_engine(num_blocks=64, max_context_len=64)
     forbid_tokenizing(monkeypatch)
-    with pytest.raises(ValueError, match="prompt token id 999999 is out of range"):
+    with pytest.raises(ValueError, match="prompt: token id 999999 is out of range"):
         engine.add_request("r", TokenizedPrompt([1, 999_999]))
     assert not engine.has_unfinished_requests()
 
