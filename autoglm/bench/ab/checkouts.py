@@ -33,9 +33,10 @@ class Revision:
 class Checkout:
     """A revision's files, and where its benchmark subprocesses build PyTorch extensions.
 
-    ``extensions_dir`` is None for the working tree, which keeps the user's cache: PyTorch keys
-    that cache by name and rebuilds the CPU kernels whenever their sources move, so a temporary
-    checkout sharing it would rebuild them on every alternation.
+    ``extensions_dir`` is None for the working tree, which keeps the user's cache. It matters for
+    revisions older than the engine's own kernel cache (keyed by the sources' contents, shared by
+    every checkout): those built through PyTorch's, which is keyed by name and rebuilds whenever the
+    sources move, so a temporary checkout sharing it would rebuild them on every alternation.
     """
 
     revision: Revision
