@@ -157,7 +157,8 @@ class LLMEngine:
         bound = self.config.max_abs_priority
         if not -bound <= priority <= bound:
             raise InvalidRequestError(
-                f"priority must be in [-{bound}, {bound}] (the max_abs_priority setting), got {priority}",
+                f"priority must be in [-{bound}, {bound}] (the max_abs_priority setting), "
+                f"got {quote_value(priority)}",
                 param="priority",
             )
 
