@@ -8,6 +8,7 @@ from autoglm.attention import select_attention_backend
 from autoglm.attention import cpu_kernel_backend, selector
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.layer import Attention
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.sequence import Sequence
@@ -56,7 +57,7 @@ def test_metadata_is_flat_varlen():
 def run_layer(backend, metadata) -> torch.Tensor:
     torch.manual_seed(0)
     layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
-    layer.k_cache, layer.v_cache = torch.randn(2, 18, 2, 8).unbind(0)
+    layer.kv_cache = LayerKVCache(*torch.randn(2, 18, 2, 8).unbind(0))
     q, k, v = torch.randn(5, 4, 8), torch.randn(5, 2, 8), torch.randn(5, 2, 8)
     return backend.forward(layer, q, k, v, metadata)
 
