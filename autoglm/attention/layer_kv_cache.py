@@ -19,13 +19,18 @@ class LayerKVCache:
     key_scales: torch.Tensor | None = None
     value_scales: torch.Tensor | None = None
 
-    def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store this step's ``k`` and ``v`` ``[T, kv_heads, head_dim]`` at ``slots``, quantized per token and head."""
+    def write(self, slots: torch.Tensor, k: torch.Tensor,
+              v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store this step's ``k`` and ``v`` ``[T, kv_heads, head_dim]`` at ``slots``, quantized per token and
+        head; returns them as reading them back gives them (the inputs themselves for ``auto``)."""
+        read_back = []
         for cache, scales, new in ((self.keys, self.key_scales, k), (self.values, self.value_scales, v)):
             stored, new_scales = self.format.quantize(new)
             _copyable(cache).index_copy_(0, slots, _copyable(stored))
             if scales is not None:
                 scales.index_copy_(0, slots, new_scales)
+            read_back.append(self.format.dequantize(stored, new_scales, new.dtype))
+        return read_back[0], read_back[1]
 
     def gather(self, slots: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values at ``slots`` (any shape ``[...]``) in ``dtype``: ``[..., kv_heads, head_dim]``."""

@@ -22,7 +22,10 @@ class TorchAttentionBackend(AttentionBackend):
     def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 metadata: AttentionMetadata) -> torch.Tensor:
         cache = layer.kv_cache
-        cache.write(metadata.slot_mapping, k, v)
+        # Attend to this step's K/V as later steps read them back: with a compact cache a token's output
+        # then does not depend on whether its prefix was cached or computed now (vLLM, too, reads every
+        # key from the cache).
+        k, v = cache.write(metadata.slot_mapping, k, v)
         out = torch.empty_like(q)
         num_decodes = metadata.num_decode_tokens
         if num_decodes:

@@ -74,11 +74,12 @@ def test_a_layer_cache_writes_to_slots_and_gathers_them_back(kv_format):
                          *((torch.zeros(slots, 3), torch.zeros(slots, 3)) if kv_format.scaled else ()))
     k, v = sample()[:4], -sample()[:4]
     where = torch.tensor([7, 2, 11, 0])
-    cache.write(where, k, v)
+    written_k, written_v = cache.write(where, k, v)
     keys, values = cache.gather(where.view(2, 2), torch.float32)
     assert keys.shape == (2, 2, 3, 64)
     expected_k, expected_v = (kv_format.dequantize(*kv_format.quantize(x), torch.float32) for x in (k, v))
     assert torch.equal(keys.flatten(0, 1), expected_k) and torch.equal(values.flatten(0, 1), expected_v)
+    assert torch.equal(written_k, expected_k) and torch.equal(written_v, expected_v), "write returns what reads give"
 
 
 def test_an_unknown_kv_cache_dtype_names_the_allowed_ones():

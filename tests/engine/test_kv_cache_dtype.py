@@ -104,6 +104,20 @@ def test_int8_cache_with_prefix_hits_chunks_and_preemption(case):
     assert llm.engine.block_manager.num_referenced_blocks() == 0
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["int8", "fp8_e5m2"])
+def test_a_prompt_scores_the_same_in_one_chunk_and_in_many(case, kv_cache_dtype):
+    """A chunk attends to its own K/V as later chunks read them from the cache, so chunking changes nothing
+    but float rounding (without that, the difference is the quantization error, ~0.01 nats)."""
+    model_dir, prompts, _ = case
+    params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
+    scores = []
+    for chunk in (2048, 5):
+        llm = LLM(model=str(model_dir), dtype="float32", kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=chunk)
+        output = llm.generate([prompts[-1]], params, use_tqdm=False)[0]
+        scores.append([next(iter(position.values())).logprob for position in output.prompt_logprobs[1:]])
+    assert scores[0] == pytest.approx(scores[1], abs=1e-4)
+
+
 def test_an_8_bit_cache_holds_about_twice_the_tokens_of_a_16_bit_one(tmp_path):
     """Same kv_cache_memory, head_dim 64 in bfloat16: 128 bytes per token and head against 64 + a 4-byte scale."""
     model_dir = make_tiny_checkpoint("llama", tmp_path, head_dim=64)
