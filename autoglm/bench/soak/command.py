@@ -68,6 +68,7 @@ def _soak(args: argparse.Namespace) -> int:
 def run_soak(args: argparse.Namespace) -> int:
     """Returns 1 when a victim stream failed, so scripts notice."""
     import_extra("httpx")
+    import tempfile
     import time
 
     from autoglm.bench.report import write_json
@@ -81,7 +82,7 @@ def run_soak(args: argparse.Namespace) -> int:
     if args.base_url is not None:
         server = SoakServer(args.base_url, args.server_pid)
     else:
-        log = (args.output_json or Path("soak.json")).with_suffix(".server.log")
+        log = Path(tempfile.gettempdir()) / f"autoglm-soak-server-{args.port}.log"
         server = start_server(args.port, args.model, args.serve_args, log)
     try:
         model = fetch_models(server.base_url)[0]["id"]
