@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoglm.bench.serve.command import _positive_float, _positive_int
+from autoglm.bench.serve.command import positive_float, positive_int
 from autoglm.bench.serve.errors import ServeBenchError, import_extra
 
 # Just under the default 2 MiB body limit (max_request_body_bytes), with room for the JSON around the prompt.
@@ -21,7 +21,7 @@ SETTLE_S = 2.0
 
 def _sizes(text: str) -> tuple[int, ...]:
     try:
-        return tuple(_positive_int(item) for item in text.split(","))
+        return tuple(positive_int(item) for item in text.split(","))
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected positive character counts separated by commas, got {text!r}") \
             from None
@@ -39,18 +39,18 @@ def add_soak_command(subparsers) -> None:
     server.add_argument("--model", help="checkpoint folder for the server it starts (default: the embedded model)")
     server.add_argument("--serve-args", default="", help="more `autoglm serve` flags for the server it starts, "
                         "e.g. '--max-context-len 128'")
-    server.add_argument("--port", type=_positive_int, default=8011, help="port of the server it starts")
-    server.add_argument("--timeout-s", type=_positive_float, default=120.0, help="give up on one request after this")
+    server.add_argument("--port", type=positive_int, default=8011, help="port of the server it starts")
+    server.add_argument("--timeout-s", type=positive_float, default=120.0, help="give up on one request after this")
 
     load = parser.add_argument_group("load")
-    load.add_argument("--victims", type=_positive_int, default=4, help="steady streams measured throughout")
-    load.add_argument("--output-len", type=_positive_int, default=64, help="tokens each victim request asks for")
-    load.add_argument("--phase-s", type=_positive_float, default=60.0, help="seconds of each phase")
+    load.add_argument("--victims", type=positive_int, default=4, help="steady streams measured throughout")
+    load.add_argument("--output-len", type=positive_int, default=64, help="tokens each victim request asks for")
+    load.add_argument("--phase-s", type=positive_float, default=60.0, help="seconds of each phase")
     load.add_argument("--big-prompt-chars", type=_sizes, default=DEFAULT_BIG_PROMPT_CHARS,
                       help="characters of each big prompt, a comma list sent in turn (default: just under the "
                       "default 2 MiB body limit)")
-    load.add_argument("--big-prompt-interval-s", type=_positive_float, default=3.0, help="seconds between big prompts")
-    load.add_argument("--disconnect-interval-s", type=_positive_float, default=1.0,
+    load.add_argument("--big-prompt-interval-s", type=positive_float, default=3.0, help="seconds between big prompts")
+    load.add_argument("--disconnect-interval-s", type=positive_float, default=1.0,
                       help="mean seconds between clients that leave a stream after its first events")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings, both phases and the memory figures here")

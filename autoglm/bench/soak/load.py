@@ -24,7 +24,7 @@ DISCONNECT_AFTER_EVENTS = 2
 
 @dataclass(frozen=True)
 class HostileLoad:
-    """What arrives beside the victims in the hostile phase; None turns a kind off."""
+    """What arrives beside the victims in the hostile phase."""
 
     big_prompt_chars: tuple[int, ...]  # sizes sent in turn
     big_prompt_interval_s: float
@@ -35,7 +35,7 @@ class HostileLoad:
 class PhaseResult:
     duration_s: float
     victims: list[RequestResult] = field(default_factory=list)
-    statuses: Counter = field(default_factory=Counter)  # "big prompt 400", "disconnect 200"...
+    statuses: Counter[str] = field(default_factory=Counter)  # "big prompt 400", "disconnect 200", "victim ok"...
 
     @property
     def itls_s(self) -> list[float]:
