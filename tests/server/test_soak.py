@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from autoglm.server.native_memory import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VARIABLE, bound_onednn_primitive_cache
 from tests.server.live_server import RunningServer, start_server, wait_until
 
 ROUNDS = 5  # the first warms up: caches, pools and allocator arenas reach their working size
@@ -111,11 +109,3 @@ def test_soak_leaves_the_pool_whole_and_memory_flat(chat_model):
     growth = resident[-1] - resident[0]
     assert growth < MAX_GROWTH_MIB, f"resident memory after each round (MiB): {[round(r) for r in resident]}"
 
-
-def test_onednn_primitive_cache_is_capped_unless_the_environment_says(monkeypatch):
-    monkeypatch.delenv(ONEDNN_CACHE_VARIABLE, raising=False)
-    bound_onednn_primitive_cache()
-    assert os.environ[ONEDNN_CACHE_VARIABLE] == str(ONEDNN_CACHE_CAPACITY)
-    monkeypatch.setenv(ONEDNN_CACHE_VARIABLE, "7")
-    bound_onednn_primitive_cache()
-    assert os.environ[ONEDNN_CACHE_VARIABLE] == "7"
