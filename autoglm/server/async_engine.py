@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.native_memory import release_free_memory
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
 logger = logging.getLogger(__name__)
@@ -180,15 +181,24 @@ class AsyncEngine:
             self._fail_everything()
 
     def _wait_for_work(self) -> list[_AddRequests | _AbortRequests] | None:
-        """The commands sent since the last call, sleeping while there is nothing to do; None to stop."""
+        """The commands sent since the last call, sleeping while there is nothing to do; None to stop.
+
+        Before it sleeps, the memory the steps freed goes back to the system (see native_memory),
+        outside the lock so that no sender waits for it.
+        """
+        if self._has_no_work():
+            release_free_memory()
         with self._wakeup:
-            while not (self._stopping or self._commands or self.engine.has_unfinished_requests()):
+            while self._has_no_work():
                 self._wakeup.wait()
             if self._stopping:
                 return None
             commands = list(self._commands)
             self._commands.clear()
             return commands
+
+    def _has_no_work(self) -> bool:
+        return not (self._stopping or self._commands or self.engine.has_unfinished_requests())
 
     def _apply(self, command: _AddRequests | _AbortRequests) -> None:
         if isinstance(command, _AbortRequests):

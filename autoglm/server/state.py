@@ -15,6 +15,7 @@ from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.native_memory import bound_onednn_primitive_cache
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tracking import RequestTracker
 
@@ -70,6 +71,7 @@ class ServerState:
     async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
         """Build the engine and the tokenizer workers off the event loop, so /health can answer 503
         meanwhile, then start the engine."""
+        bound_onednn_primitive_cache()
         try:
             engine = await asyncio.to_thread(load_engine)
             self._tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self.config.tokenizer_workers,

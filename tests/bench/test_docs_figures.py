@@ -29,8 +29,9 @@ def latency_file(folder: Path, name: str, machine: dict, engine_decode: float) -
     return name
 
 
-def test_the_repository_docs_match_their_results_files(capsys):
-    assert main([str(DOCS / "PERFORMANCE.md"), "--check"]) == 0, capsys.readouterr().out
+@pytest.mark.parametrize("document", ["PERFORMANCE.md", "RELIABILITY.md"])
+def test_the_repository_docs_match_their_results_files(document, capsys):
+    assert main([str(DOCS / document), "--check"]) == 0, capsys.readouterr().out
 
 
 def test_ratios_are_computed_from_the_raw_numbers():
@@ -123,3 +124,25 @@ def test_a_run_on_a_forced_cpu_path_records_and_names_the_hidden_flags(monkeypat
     assert machine["cpu_flags"]["avx512_bf16"] is True  # the CPU's own flags
     assert machine["cpu_flags_disabled"] == ["amx_bf16", "avx512_bf16"]
     assert "run as without amx_bf16/avx512_bf16 (AUTOGLM_CPU_DISABLE_FLAGS)" in describe_machine(machine)
+
+
+def test_soak_figures_are_computed_from_the_phases_and_the_memory(tmp_path):
+    def phase(p99_ms: float, statuses: dict) -> dict:
+        return {"duration_s": 60, "victim_requests": statuses["victim ok"],
+                "itl": {"mean_ms": 5.0, "median_ms": 4.0, "p90_ms": 6.0, "p99_ms": p99_ms}, "statuses": statuses}
+
+    document = {"machine": CPU, "settings": {}, "baseline": phase(10.0, {"victim ok": 100}),
+                "hostile": phase(25.0, {"big prompt 400": 7, "disconnect 200": 3, "victim ok": 90}),
+                "server_rss_bytes": {"before": 400 * 2**20, "after": 404 * 2**20}}
+    (tmp_path / "soak.json").write_text(json.dumps(document))
+    text = ("<!-- figures:soak soak.json -->\n<!-- /figures -->\n"
+            "Gaps: <!-- figure:soak-itl-ratio soak.json --><!-- /figure -->, memory: "
+            "<!-- figure:soak-rss-growth soak.json --><!-- /figure -->, "
+            "<!-- figure:soak-requests soak.json --><!-- /figure --> requests.")
+    rendered = render_document(text, tmp_path)
+    assert "| hostile | 90 | 4 ms | 25 ms | big prompt 400: 7, disconnect 200: 3 |" in rendered
+    assert "200 requests in all; p99 ITL with / without the hostile load: **2.50x**" in rendered
+    assert "400 MiB before the hostile phase, 404 MiB after (**+1.0%**)" in rendered
+    assert "Gaps: <!-- figure:soak-itl-ratio soak.json -->2.50x<!-- /figure -->" in rendered
+    assert "memory: <!-- figure:soak-rss-growth soak.json -->+1.0%<!-- /figure -->" in rendered
+    assert "-->200<!-- /figure --> requests." in rendered

@@ -10,17 +10,10 @@ import sys
 from pathlib import Path
 
 import autoglm
-from autoglm.bench.arguments import positive_int
+from autoglm.bench.arguments import positive_float, positive_int
 
 MISSED, FAILED = 1, 2
 SEPARATOR = "--"
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
-    return value
 
 
 class _BenchmarkCommand(argparse.Action):
@@ -77,7 +70,7 @@ def add_ab_command(subparsers) -> None:
                         help="the git checkout to take revisions from (default: the one this package runs from)")
     parser.add_argument("--rounds", type=positive_int, default=2, metavar="N",
                         help="runs of each revision, alternating")
-    parser.add_argument("--min-ratio", type=_positive_float, default=0.95, metavar="RATIO",
+    parser.add_argument("--min-ratio", type=positive_float, default=0.95, metavar="RATIO",
                         help="after must be at least this much as good as before on every headline metric")
     parser.add_argument("--output-json", type=Path, metavar="FILE",
                         help="write both revisions, every round's results and the machine to this file")

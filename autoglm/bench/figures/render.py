@@ -16,6 +16,7 @@ from autoglm.bench.figures import tables
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
+from autoglm.bench.soak import report as soak_report
 
 RESULTS_SUFFIX = ".json"
 
@@ -38,6 +39,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "serving": tables.serving,
     "ab": tables.ab,
     "kv-cache-accuracy": tables.kv_cache_accuracy,
+    "soak": tables.soak,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
@@ -54,6 +56,9 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "best-matmul": (lambda file, dtype: q.best_matmul(file, dtype).flops_per_s / tables.GIGA, "{:,.0f} GFLOP/s"),
     "matmul-ratio": (q.matmul_ratio, "{:.1f}x"),
     "itl-tail": (q.itl_tail_ratio, "{:.1f}x"),
+    "soak-itl-ratio": (lambda file: soak_report.p99_itl_ratio(file.data), "{:.2f}x"),
+    "soak-rss-growth": (lambda file: soak_report.rss_growth(file.data), "{:+.1%}"),
+    "soak-requests": (lambda file: soak_report.requests_sent(file.data), "{:,}"),
 }
 
 

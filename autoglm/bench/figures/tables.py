@@ -13,6 +13,7 @@ from autoglm.bench.figures.formats import (bold, duration, markdown_table, milli
                                            ratio)
 from autoglm.bench.figures.machine import describe_machine, same_device
 from autoglm.bench.figures.results_files import ResultsFile
+from autoglm.bench.soak import report as soak_report
 
 GIGA = 1e9
 SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}
@@ -151,3 +152,23 @@ def ab(comparison: ResultsFile) -> str:
 def kv_cache_accuracy(accuracy: ResultsFile) -> str:
     """A ``bench kv-accuracy`` file: each kv_cache_dtype's bytes, perplexity and agreement with ``auto``."""
     return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data))
+
+
+def soak(soak_file: ResultsFile) -> str:
+    """The victims' gaps in each phase, what else was sent and how it was answered, and the server's memory."""
+    document = soak_file.data
+    header = ["phase", "victim requests", "median ITL", "P99 ITL", "other requests (status: count)"]
+    rows = []
+    for phase in ("baseline", "hostile"):
+        figures = document[phase]
+        others = ", ".join(f"{name}: {count}" for name, count in figures["statuses"].items()
+                           if not name.startswith("victim"))
+        rows.append([phase, str(figures["victim_requests"]), milliseconds(figures["itl"]["median_ms"]),
+                     milliseconds(figures["itl"]["p99_ms"]), others or "none"])
+    rss = document["server_rss_bytes"]
+    summary = (f"\n\n{soak_report.requests_sent(document):,} requests in all; p99 ITL with / without the hostile "
+               f"load: {bold(ratio(soak_report.p99_itl_ratio(document)))}")
+    if rss["before"] is not None:
+        summary += (f"; server resident memory {rss['before'] / 2**20:,.0f} MiB before the hostile phase, "
+                    f"{rss['after'] / 2**20:,.0f} MiB after ({bold(f'{soak_report.rss_growth(document):+.1%}')})")
+    return caption(soak_file) + markdown_table(header, rows) + summary + "."

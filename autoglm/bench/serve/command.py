@@ -20,6 +20,7 @@ from autoglm.bench.serve.datasets import (
     random_requests,
     shared_prefix_requests,
 )
+from autoglm.bench.arguments import number, positive_float, positive_int
 from autoglm.bench.report import write_json
 from autoglm.bench.serve.errors import ServeBenchError, import_extra
 from autoglm.bench.serve.metrics import SLO_NAMES
@@ -38,29 +39,8 @@ RECORDED_OPTIONS = (
 )
 
 
-def _number(text: str, kind: type[int] | type[float]) -> float:
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def _positive_float(text: str) -> float:
-    value = _number(text, float)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(_number(text, int))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def _range_ratio(text: str) -> float:
-    value = _number(text, float)
+    value = number(text, float)
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
     return value
@@ -69,7 +49,7 @@ def _range_ratio(text: str) -> float:
 def _rates(text: str) -> list[float]:
     """One ``--request-rate``: a rate in requests per second, ``inf``, or a comma list of them."""
     try:
-        return [_positive_float(item) for item in text.split(",")]
+        return [positive_float(item) for item in text.split(",")]
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected positive requests per second or inf, or a comma list of them; got {text!r}") from None
@@ -82,7 +62,7 @@ def _slos(text: str) -> dict[str, float]:
         name, separator, bound = item.partition(":")
         if not separator or name not in SLO_NAMES:
             raise argparse.ArgumentTypeError(f"expected NAME:MS with NAME one of {', '.join(SLO_NAMES)}; got {item!r}")
-        slos[name] = _positive_float(bound)
+        slos[name] = positive_float(bound)
     return slos
 
 
@@ -103,21 +83,21 @@ def add_serve_command(subparsers) -> None:
     server.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
                         help="ask for exactly max_tokens tokens (vLLM's ignore_eos); --no-ignore-eos for servers "
                         "that reject the field")
-    server.add_argument("--timeout-s", type=_positive_float,
+    server.add_argument("--timeout-s", type=positive_float,
                         help="give up on a request after this many seconds (default: never)")
 
     data = parser.add_argument_group("prompts")
     data.add_argument("--dataset", default="random", choices=DATASETS)
     data.add_argument("--dataset-path", type=Path, help='JSONL file for --dataset jsonl: one {"prompt": "...", '
                       '"output_len": N} per line, output_len optional (default --random-output-len)')
-    data.add_argument("--num-prompts", type=_positive_int, default=200, help="requests per request rate")
-    data.add_argument("--random-input-len", type=_positive_int, default=512, help="prompt tokens (random dataset)")
-    data.add_argument("--random-output-len", type=_positive_int, default=128, help="tokens to generate per request")
+    data.add_argument("--num-prompts", type=positive_int, default=200, help="requests per request rate")
+    data.add_argument("--random-input-len", type=positive_int, default=512, help="prompt tokens (random dataset)")
+    data.add_argument("--random-output-len", type=positive_int, default=128, help="tokens to generate per request")
     data.add_argument("--random-range-ratio", type=_range_ratio, default=0.0,
                       help="draw random lengths uniformly within this fraction of the given ones, 0 <= r < 1")
-    data.add_argument("--shared-prefix-len", type=_positive_int, default=1024,
+    data.add_argument("--shared-prefix-len", type=positive_int, default=1024,
                       help="tokens of the prefix every prompt shares (shared-prefix dataset)")
-    data.add_argument("--shared-prefix-question-len", type=_positive_int, default=64,
+    data.add_argument("--shared-prefix-question-len", type=positive_int, default=64,
                       help="tokens of each prompt after the shared prefix")
     data.add_argument("--seed", type=int, default=0, help="fixes the prompts and the send times")
 
@@ -125,9 +105,9 @@ def add_serve_command(subparsers) -> None:
     load.add_argument("--request-rate", type=_rates, action="append", metavar="RATE[,RATE...]",
                       help="requests per second, drawn as a Poisson process; inf sends all at once (default). "
                       "Repeat it or give a comma list to sweep several rates in one run")
-    load.add_argument("--burstiness", type=_positive_float, default=1.0,
+    load.add_argument("--burstiness", type=positive_float, default=1.0,
                       help="shape of the gamma-distributed gaps: 1 is Poisson, below 1 burstier, above 1 steadier")
-    load.add_argument("--max-concurrency", type=_positive_int,
+    load.add_argument("--max-concurrency", type=positive_int,
                       help="most requests in flight at once (default: no limit)")
     load.add_argument("--goodput", type=_slos, metavar="ttft:MS,tpot:MS,e2el:MS",
                       help="count the requests meeting all these latency bounds and report them per second")
