@@ -174,8 +174,34 @@ def _add_latency(subparsers) -> None:
     parser.set_defaults(handler=_latency)
 
 
+def _quant_kernels(args: argparse.Namespace) -> int:
+    import torch
+
+    from autoglm.bench.quant_kernels import QWEN_05B_LAYER_SHAPES, ROW_COUNTS, measure, report_quant_kernels
+
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
+    shapes, rows = ((QWEN_05B_LAYER_SHAPES[0],), (1, 3)) if args.quick else (QWEN_05B_LAYER_SHAPES, ROW_COUNTS)
+    timings = measure(shapes, rows, getattr(torch, args.dtype), repeats=2 if args.quick else 3,
+                      min_round_s=0.005 if args.quick else 0.1)
+    report_quant_kernels(timings, args.output_json)
+    return 0
+
+
+def _add_quant_kernels(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "quant-kernels", help="int8/int4 weight matmul candidates per row count on qwen2.5-0.5b's layer shapes (CPU)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="activation dtype: float32 is what a bfloat16 model computes in on a CPU without "
+                             "bfloat16 matrix instructions (default: %(default)s)")
+    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--quick", action="store_true", help="one small shape, two row counts: checks the command")
+    parser.add_argument("--output-json", type=Path, help="also write the timings to this file")
+    parser.set_defaults(handler=_quant_kernels)
+
+
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
-                                  add_ab_command]
+                                  add_ab_command, _add_quant_kernels]
 
 
 def add_bench_commands(subparsers) -> None:

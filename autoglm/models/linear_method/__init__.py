@@ -2,6 +2,7 @@
 model code knows nothing of kernels, CPUs or (later) quantization and sharding."""
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_bf16_weight import SMALL_BATCH_ROWS, CpuBf16WeightLinearMethod
+from autoglm.models.linear_method.int_selection import WeightQuantization
 from autoglm.models.linear_method.selection import LinearMethods, linear_methods_for, process_weights_after_loading
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
@@ -11,6 +12,7 @@ __all__ = [
     "LinearMethodBase",
     "LinearMethods",
     "UnquantizedLinearMethod",
+    "WeightQuantization",
     "linear_methods_for",
     "process_weights_after_loading",
 ]
