@@ -200,8 +200,24 @@ def _add_quant_kernels(subparsers) -> None:
     parser.set_defaults(handler=_quant_kernels)
 
 
+def _quant_accuracy(args: argparse.Namespace) -> int:
+    from autoglm.bench.quant_accuracy import measure_quant_accuracy, report_quant_accuracy
+
+    report_quant_accuracy(measure_quant_accuracy(args.model, args.group_size), args.output_json)
+    return 0
+
+
+def _add_quant_accuracy(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "quant-accuracy", help="perplexity, top-1 agreement and KL of int8/int4 weights on the held-out text")
+    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
+    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
+    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
+    parser.set_defaults(handler=_quant_accuracy)
+
+
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
-                                  add_ab_command, _add_quant_kernels]
+                                  add_ab_command, _add_quant_kernels, _add_quant_accuracy]
 
 
 def add_bench_commands(subparsers) -> None:

@@ -137,8 +137,9 @@ def compare_weights(model_dir: str | Path, quantization: WeightQuantization, tok
 
 
 def measure_report(model_dir: Path, out_dir: Path, quantization: WeightQuantization, method: str,
-                   text: str) -> QuantizationReport:
-    """The report of ``out_dir``, written from ``model_dir``: perplexities are the engine's, on each checkpoint."""
+                   text: str, before: PerplexityResult | None = None) -> QuantizationReport:
+    """The report of ``out_dir``, written from ``model_dir``: perplexities are the engine's, on each checkpoint
+    (``before``, where given, is ``model_dir``'s already measured on ``text``)."""
     from transformers import AutoTokenizer
 
     from autoglm.llm import LLM
@@ -148,7 +149,7 @@ def measure_report(model_dir: Path, out_dir: Path, quantization: WeightQuantizat
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     window = ModelConfig.from_pretrained(model_dir).max_position_embeddings
     layers, next_tokens = compare_weights(model_dir, quantization, tokenizer, text, window)
-    before = evaluate_perplexity(LLM(model=str(model_dir)), text)
+    before = before or evaluate_perplexity(LLM(model=str(model_dir)), text)
     after = evaluate_perplexity(LLM(model=str(out_dir)), text)
     return QuantizationReport(method, quantization.weight_format.group_size, quantization.quantize_lm_head,
                               layers, next_tokens, before, after)
