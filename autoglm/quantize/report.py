@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from autoglm.engine.tokenize import encode_text
 from autoglm.models.linear_method import WeightQuantization
 from autoglm.models.linear_method.int_weights import dequantize, quantize
 from autoglm.perplexity import PerplexityResult
@@ -76,7 +77,7 @@ def dequantized_copy(model: PreTrainedModel, quantization: WeightQuantization) -
 
 def token_windows(tokenizer: PreTrainedTokenizerBase, text: str, window: int, max_tokens: int) -> Iterator[torch.Tensor]:
     """The text's first ``max_tokens + 1`` tokens, in back-to-back windows of at most ``window``."""
-    ids = tokenizer(text, return_tensors="pt").input_ids[0, : max_tokens + 1]
+    ids = torch.tensor(encode_text(tokenizer, text)[: max_tokens + 1])
     for start in range(0, len(ids) - 1, window):
         yield ids[start : start + window].unsqueeze(0)
 
@@ -122,7 +123,8 @@ def agreement(model: PreTrainedModel, reference: PreTrainedModel, windows: list[
 
 
 def _relative(expected: torch.Tensor, actual: torch.Tensor) -> float:
-    return float((expected.float() - actual.float()).norm() / expected.float().norm().clamp_min(1e-30))
+    expected, actual = expected.detach().float(), actual.detach().float()
+    return float((expected - actual).norm() / expected.norm().clamp_min(1e-30))
 
 
 def compare_weights(model_dir: str | Path, quantization: WeightQuantization, tokenizer: PreTrainedTokenizerBase,
