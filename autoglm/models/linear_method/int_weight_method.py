@@ -70,15 +70,16 @@ class IntWeightLinearMethod(LinearMethodBase):
                 delattr(layer, name)
         group_size = q.shape[1] // scale.shape[1]
         layer.int_kernel = kernel_for(self.weight_format, q.device, group_size, q.shape[1])
+        fused_scale = scale.to(self.fused_dtype or scale.dtype)
         if layer.int_kernel is IntKernel.INT4_FUSED:
-            packed, scales_and_zeros = pack_int4(q, scale)
+            packed, scales_and_zeros = pack_int4(q, fused_scale)
             layer.register_buffer("qweight", packed)
             layer.register_buffer("weight_scale", scales_and_zeros)
         else:
             layer.register_buffer("qweight", q.contiguous())
             layer.register_buffer("weight_scale", scale.contiguous())
             if layer.int_kernel is IntKernel.INT8_FUSED:
-                layer.register_buffer("channel_scale", scale[:, 0].contiguous())
+                layer.register_buffer("channel_scale", fused_scale[:, 0].contiguous())
 
     def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         kernel = layer.int_kernel
