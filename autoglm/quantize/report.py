@@ -76,9 +76,9 @@ def dequantized_copy(model: PreTrainedModel, quantization: WeightQuantization) -
 
 
 def token_windows(tokenizer: PreTrainedTokenizerBase, text: str, window: int, max_tokens: int) -> Iterator[torch.Tensor]:
-    """The text's first ``max_tokens + 1`` tokens, in back-to-back windows of at most ``window``."""
-    ids = torch.tensor(encode_text(tokenizer, text)[: max_tokens + 1])
-    for start in range(0, len(ids) - 1, window):
+    """The text's first ``max_tokens`` tokens, in back-to-back windows of at most ``window``."""
+    ids = torch.tensor(encode_text(tokenizer, text)[:max_tokens])
+    for start in range(0, len(ids), window):
         yield ids[start : start + window].unsqueeze(0)
 
 

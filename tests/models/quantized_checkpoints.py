@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from autoglm.models.linear_method import WeightQuantization
 from autoglm.quantize.report import dequantized_copy
@@ -46,4 +46,5 @@ def save_with_package_compressor(model_dir: Path, bits: int, group_size: int | N
     compressor.compress_model(model)
     model.save_pretrained(str(out_dir))
     compressor.update_config(str(out_dir))
+    AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(str(out_dir))
     return out_dir

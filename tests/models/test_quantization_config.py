@@ -84,4 +84,4 @@ def test_a_quantized_checkpoint_refuses_another_bit_width(tmp_path) -> None:
     compressed = save_with_package_compressor(make_tiny_checkpoint("qwen2", tmp_path / "float"), 8, None,
                                               tmp_path / "compressed")
     with pytest.raises(ValueError, match="already quantized to 8-bit weights; set quantization to none"):
-        LLM(model=str(compressed), tokenizer=str(tmp_path / "float"), device="cpu", quantization="int4")
+        LLM(model=str(compressed), device="cpu", quantization="int4")
