@@ -211,7 +211,8 @@ class AutoGLMConfig(BaseModel):
         description=(
             "Quantize the projections' weights as they load: int8 (one scale per output channel, or per "
             "quantization_group_size columns) or int4 (group-wise); activations stay in the compute dtype. "
-            "A checkpoint already quantized (compressed-tensors) loads as it is stored, whatever this says."
+            "A checkpoint already quantized (compressed-tensors) loads as it is stored; this must then be none "
+            "or its own bit width."
         ),
         json_schema_extra=_MODEL,
     )
