@@ -58,7 +58,8 @@ def candidates(weight: torch.Tensor) -> dict[str, tuple[Callable[[torch.Tensor],
         "int8 dequantize + F.linear": (lambda x: dequantized_linear(x, q8, scale8), q8.nbytes + scales_bytes8),
         "int4 _weight_int4pack_mm_for_cpu": (lambda x: int4_fused_linear(x, packed4, scales_and_zeros4),
                                              packed4.nbytes + scales_bytes4),
-        "int4 dequantize + F.linear": (lambda x: dequantized_linear(x, q4, scale4), q8.nbytes // 2 + scale4.nbytes),
+        # The portable path keeps each int4 value in a byte of its own.
+        "int4 dequantize + F.linear": (lambda x: dequantized_linear(x, q4, scale4), q4.nbytes + scale4.nbytes),
     }
 
 

@@ -9,6 +9,7 @@ int8/int4 methods equal: see tests/models/test_quantization_parity.py), over up 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ class QuantizationReport:
     @property
     def perplexity_change(self) -> float:
         """Relative change of perplexity per token, after against before."""
-        return float(torch.tensor(self.after.loss_per_token - self.before.loss_per_token).exp()) - 1
+        return math.exp(self.after.loss_per_token - self.before.loss_per_token) - 1
 
     def to_dict(self) -> dict[str, Any]:
         scores = {side: {**asdict(result), "loss_per_token": result.loss_per_token,
@@ -160,8 +161,8 @@ def measure_report(model_dir: Path, out_dir: Path, quantization: WeightQuantizat
 def report_lines(report: QuantizationReport) -> list[str]:
     """The report as a reader wants it: the model's numbers first, then every layer, worst first."""
     lines = [
-        f"perplexity per token: {torch.tensor(report.before.loss_per_token).exp():.3f} before, "
-        f"{torch.tensor(report.after.loss_per_token).exp():.3f} after ({report.perplexity_change:+.2%}); "
+        f"perplexity per token: {math.exp(report.before.loss_per_token):.3f} before, "
+        f"{math.exp(report.after.loss_per_token):.3f} after ({report.perplexity_change:+.2%}); "
         f"loss per character {report.before.loss_per_character:.4f} -> {report.after.loss_per_character:.4f} nats",
         f"next token over {report.agreement.positions} positions: top-1 agreement "
         f"{report.agreement.top1_agreement:.2%}, mean KL divergence {report.agreement.mean_kl_divergence:.5f} nats",
