@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from autoglm.models import ModelConfig, load_model
-from autoglm.models.linear_method import WeightQuantization, linear_methods_for
+from autoglm.models.linear_method import LinearMethods, WeightQuantization, with_int_weights
 from tests.tiny_models import make_tiny_checkpoint
 
 
 def load_quantized(model_dir, quantize_lm_head: bool):
     config = ModelConfig.from_pretrained(model_dir)
     quantization = WeightQuantization.from_settings("int8", quantize_lm_head=quantize_lm_head)
-    methods = linear_methods_for(torch.device("cpu"), torch.float32, torch.float32, False, config, quantization)
+    methods = with_int_weights(LinearMethods(), config, quantization, torch.float32, torch.float32)
     return load_model(model_dir, torch.float32, torch.device("cpu"), config, methods)[0]
 
 

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 import torch
 
-from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.compressed_tensors import CompressedTensorsLinearMethod
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
+from autoglm.models.linear_method.selection import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
@@ -37,11 +37,10 @@ class WeightQuantization:
         return cls(IntWeightFormat(bits, group_size), quantize_lm_head)
 
 
-def int_linear_methods(model_config: ModelConfig, requested: WeightQuantization | None, dtype: torch.dtype,
-                       requested_dtype: torch.dtype,
-                       float_lm_head: LinearMethodBase) -> tuple[LinearMethodBase, LinearMethodBase] | None:
-    """``(layers, lm_head)`` methods, or None for a float checkpoint the settings leave unquantized;
-    an LM head left unquantized keeps ``float_lm_head``.
+def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requested: WeightQuantization | None,
+                     dtype: torch.dtype, requested_dtype: torch.dtype) -> LinearMethods:
+    """``methods`` (the float choice), with int8/int4 ones for the projections a pre-quantized checkpoint or
+    ``requested`` quantizes; an LM head left unquantized keeps its float method.
 
     Where the engine computes a 16-bit checkpoint in float32 (a CPU without half-precision matrix
     instructions), the fused integer kernels still take activations in that 16-bit dtype.
@@ -58,8 +57,8 @@ def int_linear_methods(model_config: ModelConfig, requested: WeightQuantization 
             raise ValueError("a quantized LM head tied to the embedding is not supported; the checkpoint's "
                              "quantization_config must list 'lm_head' under 'ignore'")
         layers = CompressedTensorsLinearMethod(stored.weight_format, stored.packed, fused_dtype)
-        return layers, layers if stored.quantize_lm_head else float_lm_head
+        return LinearMethods(layers, layers if stored.quantize_lm_head else methods.lm_head)
     if requested is None:
-        return None
+        return methods
     layers = QuantizeAtLoadLinearMethod(requested.weight_format, fused_dtype)
-    return layers, layers if requested.quantize_lm_head else float_lm_head
+    return LinearMethods(layers, layers if requested.quantize_lm_head else methods.lm_head)

@@ -8,10 +8,8 @@ from torch import nn
 
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_bf16_weight import CpuBf16WeightLinearMethod
-from autoglm.models.linear_method.int_selection import WeightQuantization, int_linear_methods
 from autoglm.models.linear_method.int_weights import GroupSizeError
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
-from autoglm.models.model_config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -24,20 +22,15 @@ class LinearMethods:
 
 
 def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype: torch.dtype,
-                       cpu_bf16_weight_kernel: bool, model_config: ModelConfig | None = None,
-                       quantization: WeightQuantization | None = None) -> LinearMethods:
+                       cpu_bf16_weight_kernel: bool) -> LinearMethods:
     """Unquantized, except for a bfloat16 checkpoint computed in float32 on the CPU (see
     ``platforms.compute_dtype``) when ``cpu_bf16_weight_kernel`` says the kernel is wanted and coming:
-    then every projection, the LM head included, also keeps a bfloat16 copy for steps of few rows.
-    int8/int4 weights (a pre-quantized checkpoint, or ``quantization``) take the projections they quantize."""
+    then every projection, the LM head included, also keeps a bfloat16 copy for steps of few rows."""
     upcast_bf16 = device.type == "cpu" and requested_dtype == torch.bfloat16 and dtype == torch.float32
-    methods = LinearMethods()
     if upcast_bf16 and cpu_bf16_weight_kernel:
         method = CpuBf16WeightLinearMethod()
-        methods = LinearMethods(layers=method, lm_head=method)
-    quantized = None if model_config is None else int_linear_methods(model_config, quantization, dtype,
-                                                                     requested_dtype, methods.lm_head)
-    return methods if quantized is None else LinearMethods(*quantized)
+        return LinearMethods(layers=method, lm_head=method)
+    return LinearMethods()
 
 
 def process_weights_after_loading(model: nn.Module) -> None:
