@@ -217,6 +217,25 @@ class AutoGLMConfig(BaseModel):
         0, description="Seed of the engine's own generator, for requests that do not give their own.",
         json_schema_extra=_MODEL,
     )
+    quantization: Literal["none", "int8", "int4"] = Field(
+        "none",
+        description=(
+            "Quantize the projections' weights as they load: int8 (one scale per output channel, or per "
+            "quantization_group_size columns) or int4 (group-wise); activations stay in the compute dtype. "
+            "A checkpoint already quantized (compressed-tensors) loads as it is stored; this must then be none "
+            "or its own bit width."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    quantization_group_size: int | None = Field(
+        None, ge=1,
+        description="Input columns sharing one scale; None: per output channel for int8, 128 for int4. "
+                    "Must divide every quantized layer's input size.",
+        json_schema_extra=_MODEL,
+    )
+    quantize_lm_head: bool = Field(
+        False, description="Quantize the LM head too (embeddings never are).", json_schema_extra=_MODEL
+    )
     host: str = Field("127.0.0.1", description="Address the server listens on.", json_schema_extra=_SERVER)
     port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.", json_schema_extra=_SERVER)
     max_waiting_requests: int = Field(

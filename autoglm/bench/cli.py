@@ -176,8 +176,52 @@ def _add_latency(subparsers) -> None:
     parser.set_defaults(handler=_latency)
 
 
+def _quant_kernels(args: argparse.Namespace) -> int:
+    import torch
+
+    from autoglm.bench.quant_kernels import QWEN_05B_LAYER_SHAPES, ROW_COUNTS, measure, report_quant_kernels
+
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
+    shapes, rows = ((QWEN_05B_LAYER_SHAPES[0],), (1, 3)) if args.quick else (QWEN_05B_LAYER_SHAPES, ROW_COUNTS)
+    # Many short rounds: the best of them is the one a busy machine disturbed least.
+    timings = measure(shapes, rows, getattr(torch, args.dtype), repeats=2 if args.quick else 7,
+                      min_round_s=0.005 if args.quick else 0.03)
+    report_quant_kernels(timings, args.output_json)
+    return 0
+
+
+def _add_quant_kernels(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "quant-kernels", help="int8/int4 weight matmul candidates per row count on qwen2.5-0.5b's layer shapes (CPU)")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"),
+                        help="activation dtype; the fused int8/int4 ops take bfloat16 wherever a bfloat16 model runs "
+                             "(default: %(default)s)")
+    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--quick", action="store_true", help="one small shape, two row counts: checks the command")
+    parser.add_argument("--output-json", type=Path, help="also write the timings to this file")
+    parser.set_defaults(handler=_quant_kernels)
+
+
+def _quant_accuracy(args: argparse.Namespace) -> int:
+    from autoglm.bench.quant_accuracy import measure_quant_accuracy, report_quant_accuracy
+
+    report_quant_accuracy(measure_quant_accuracy(args.model, args.group_size), args.output_json)
+    return 0
+
+
+def _add_quant_accuracy(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "quant-accuracy", help="perplexity, top-1 agreement and KL of int8/int4 weights on the held-out text")
+    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
+    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
+    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
+    parser.set_defaults(handler=_quant_accuracy)
+
+
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
-                                  add_soak_command, add_ab_command, add_kv_accuracy_command]
+                                  add_soak_command, add_ab_command, add_kv_accuracy_command, _add_quant_kernels,
+                                  _add_quant_accuracy]
 
 
 def add_bench_commands(subparsers) -> None:

@@ -14,7 +14,7 @@ from autoglm.model_paths import resolve_model_path
 from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
-from autoglm.models.linear_method import LinearMethods, linear_methods_for
+from autoglm.models.linear_method import LinearMethods, WeightQuantization, linear_methods_for, with_int_weights
 from autoglm.platforms import compute_dtype, device_memory, resolve_device
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
@@ -86,8 +86,11 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
                        "keeps half precision, emulated and slower)", requested_dtype)
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
+    quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
+                                                    config.quantize_lm_head)
     linear_methods = linear_methods_for(device, dtype, requested_dtype,
                                         cpu_bf16_weight_kernel=config.cpu_bf16_decode_weights and kernels_coming)
+    linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
     logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
                 model_path, str(dtype).removeprefix("torch."), device, type(linear_methods.layers).__name__,
                 type(linear_methods.lm_head).__name__)

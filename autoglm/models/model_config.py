@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autoglm.models.quantization_config import CheckpointQuantization, parse_quantization_config
+
 # Values a family's transformers config class assumes when config.json leaves them out.
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "Glm4ForCausalLM": {"partial_rotary_factor": 0.5, "attention_bias": True},
@@ -59,6 +61,7 @@ class ModelConfig:
     eos_token_ids: list[int]
     bos_token_id: int | None
     torch_dtype: str | None  # the checkpoint's dtype name, e.g. "bfloat16"
+    quantization: CheckpointQuantization | None = None  # a pre-quantized checkpoint's weight storage
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
@@ -115,6 +118,8 @@ class ModelConfig:
             eos_token_ids=_token_id_list(data.get("eos_token_id"), source),
             bos_token_id=data.get("bos_token_id"),
             torch_dtype=data.get("dtype") or data.get("torch_dtype"),
+            quantization=(None if data.get("quantization_config") is None
+                          else parse_quantization_config(data["quantization_config"], source)),
         )
 
 

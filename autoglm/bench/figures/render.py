@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.figures import quantities as q
-from autoglm.bench.figures import tables
+from autoglm.bench.figures import quantization_tables, tables
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
@@ -40,6 +40,8 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "ab": tables.ab,
     "kv-cache-accuracy": tables.kv_cache_accuracy,
     "soak": tables.soak,
+    "quant-accuracy": quantization_tables.quant_accuracy,
+    "quant-kernels": quantization_tables.quant_kernels,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {

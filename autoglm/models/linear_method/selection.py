@@ -8,6 +8,7 @@ from torch import nn
 
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_bf16_weight import CpuBf16WeightLinearMethod
+from autoglm.models.linear_method.int_weights import GroupSizeError
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 
@@ -34,7 +35,10 @@ def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype
 
 def process_weights_after_loading(model: nn.Module) -> None:
     """Let each projection's method post-process the weights just loaded into it."""
-    for module in model.modules():
+    for name, module in model.named_modules():
         method = getattr(module, "linear_method", None)
         if isinstance(method, LinearMethodBase):
-            method.process_weights_after_loading(module)
+            try:
+                method.process_weights_after_loading(module)
+            except GroupSizeError as error:
+                raise GroupSizeError(f"layer '{name}': {error}") from None

@@ -1,0 +1,64 @@
+"""Which int8/int4 method a model's projections use: the checkpoint's own quantization, or the settings'."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from autoglm.models.linear_method.compressed_tensors import CompressedTensorsLinearMethod
+from autoglm.models.linear_method.int_weights import IntWeightFormat
+from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
+from autoglm.models.linear_method.selection import LinearMethods
+from autoglm.models.model_config import ModelConfig
+
+
+INT4_DEFAULT_GROUP_SIZE = 128
+QUANTIZATION_METHODS = ("none", "int8", "int4")
+
+
+@dataclass(frozen=True)
+class WeightQuantization:
+    """What the ``quantization`` settings ask of a float checkpoint: quantize its projections at load time."""
+
+    weight_format: IntWeightFormat
+    quantize_lm_head: bool = False
+
+    @classmethod
+    def from_settings(cls, method: str, group_size: int | None = None,
+                      quantize_lm_head: bool = False) -> WeightQuantization | None:
+        """None for ``none``; int8 is per output channel and int4 groups of 128 unless ``group_size`` is given."""
+        if method not in QUANTIZATION_METHODS:
+            raise ValueError(f"unknown quantization method {method!r}; choose one of: {', '.join(QUANTIZATION_METHODS)}")
+        if method == "none":
+            return None
+        bits = int(method.removeprefix("int"))
+        if bits == 4 and group_size is None:
+            group_size = INT4_DEFAULT_GROUP_SIZE
+        return cls(IntWeightFormat(bits, group_size), quantize_lm_head)
+
+
+def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requested: WeightQuantization | None,
+                     dtype: torch.dtype, requested_dtype: torch.dtype) -> LinearMethods:
+    """``methods`` (the float choice), with int8/int4 ones for the projections a pre-quantized checkpoint or
+    ``requested`` quantizes; an LM head left unquantized keeps its float method.
+
+    Where the engine computes a 16-bit checkpoint in float32 (a CPU without half-precision matrix
+    instructions), the fused integer kernels still take activations in that 16-bit dtype.
+    """
+    fused_dtype = requested_dtype if dtype == torch.float32 and requested_dtype != dtype else None
+    stored = model_config.quantization
+    if stored is not None:
+        if requested is not None and requested.weight_format.bits != stored.weight_format.bits:
+            raise ValueError(
+                f"the checkpoint is already quantized to {stored.weight_format.bits}-bit weights; set quantization "
+                f"to none (or int{stored.weight_format.bits}) to load it"
+            )
+        if stored.quantize_lm_head and model_config.tie_word_embeddings:
+            raise ValueError("a quantized LM head tied to the embedding is not supported; the checkpoint's "
+                             "quantization_config must list 'lm_head' under 'ignore'")
+        layers = CompressedTensorsLinearMethod(stored.weight_format, stored.packed, fused_dtype)
+        return LinearMethods(layers, layers if stored.quantize_lm_head else methods.lm_head)
+    if requested is None:
+        return methods
+    layers = QuantizeAtLoadLinearMethod(requested.weight_format, fused_dtype)
+    return LinearMethods(layers, layers if requested.quantize_lm_head else methods.lm_head)

@@ -1,0 +1,28 @@
+"""int8/int4 weights quantized from a float checkpoint as it loads (the ``quantization`` setting).
+
+The float weight loads as an unquantized one would, then :meth:`process_weights_after_loading`
+quantizes it and drops it, one layer at a time: the float model exists whole once, while loading.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from autoglm.models.linear_method.int_weight_method import IntWeightLinearMethod
+from autoglm.models.linear_method.int_weights import quantize
+from autoglm.models.parameters import stacked_rows_parameter
+
+
+class QuantizeAtLoadLinearMethod(IntWeightLinearMethod):
+    """Loads ``weight [out, in]`` in the model's dtype; quantizes it once loaded."""
+
+    def create_weights(self, layer: nn.Module, input_size: int, output_sizes: Sequence[int],
+                       params_dtype: torch.dtype) -> None:
+        layer.register_parameter("weight", stacked_rows_parameter(output_sizes, input_size, dtype=params_dtype))
+
+    def process_weights_after_loading(self, layer: nn.Module) -> None:
+        weight = layer.weight
+        group_size = self.weight_format.group_size_for(weight.shape[1])
+        self.install(layer, *quantize(weight, self.weight_format, group_size))
