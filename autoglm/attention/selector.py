@@ -6,13 +6,13 @@ import torch
 from autoglm.attention.backend import AttentionBackend
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.torch_backend import TorchAttentionBackend
-from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
+from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 
 
 def select_attention_backend(device: torch.device, dtype: torch.dtype) -> AttentionBackend:
     """The compiled-kernel backend for a float32 cache on a CPU that can run the kernels, else the
     portable torch one."""
-    if device.type == "cpu" and dtype == torch.float32 and cpu_has_flags(*REQUIRED_CPU_FLAGS):
+    if device.type == "cpu" and dtype == torch.float32 and cpu_has_flags(*ATTENTION_CPU_FLAGS):
         return CpuKernelAttentionBackend()
     return TorchAttentionBackend()

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <vector>
 
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")  // called only on CPUs with them (ATTENTION_CPU_FLAGS)
+
 static inline float dot(const float* a, const float* b, int64_t n) {
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
@@ -86,3 +89,5 @@ torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, tor
   });
   return out;
 }
+
+#pragma GCC pop_options

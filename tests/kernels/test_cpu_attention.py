@@ -6,12 +6,12 @@ import random
 import pytest
 import torch
 
-from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
+from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.metadata import AttentionMetadata
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernel needs AVX-512")
+pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS), reason="the kernel needs AVX-512")
 
 
 def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -> AttentionMetadata:
