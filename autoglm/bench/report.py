@@ -15,7 +15,7 @@ from autoglm import platforms
 
 # Instruction sets that decide how fast a CPU runs a half-precision model: AVX-512 (with VNNI)
 # computes float32 fast, and only the bfloat16 ones multiply bfloat16 matrices in hardware.
-RECORDED_CPU_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+RECORDED_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16")
 ACCELERATOR_KINDS = ("cuda", "xpu")
 
 
