@@ -48,6 +48,8 @@ _DTYPE_ALIASES = {
     "fp16": "float16",
     "half": "float16",
 }
+# vLLM's name for the e4m3 float8 cache.
+_KV_CACHE_DTYPE_ALIASES = {"fp8": "fp8_e4m3"}
 _DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
 _BYTE_UNITS = {
     "": 1,
@@ -186,6 +188,15 @@ class AutoGLMConfig(BaseModel):
         True,
         validate_default=True,
         description="Reuse cached KV blocks of shared prompt prefixes; always off without paged attention.",
+        json_schema_extra=_CACHE,
+    )
+    kv_cache_dtype: Literal["auto", "int8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto",
+        description=(
+            "How the KV cache stores keys and values: 'auto' in the compute dtype; 'int8' with a float32 scale per "
+            "token and KV head; 'fp8_e4m3' (also 'fp8') or 'fp8_e5m2' unscaled, where the device converts to "
+            "float8. 8 bits hold about twice the tokens of 16 in the same kv_cache_memory."
+        ),
         json_schema_extra=_CACHE,
     )
     enable_chunked_prefill: bool = Field(
@@ -359,6 +370,14 @@ class AutoGLMConfig(BaseModel):
         if isinstance(value, str):
             name = value.strip().lower()
             return _DTYPE_ALIASES.get(name, name)
+        return value
+
+    @field_validator("kv_cache_dtype", mode="before")
+    @classmethod
+    def _canonical_kv_cache_dtype(cls, value: object) -> object:
+        if isinstance(value, str):
+            name = value.strip().lower()
+            return _KV_CACHE_DTYPE_ALIASES.get(name, name)
         return value
 
     @field_validator("device")

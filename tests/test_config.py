@@ -115,6 +115,17 @@ def test_unknown_dtype_lists_the_choices() -> None:
     assert "expected one of 'auto', 'float32', 'bfloat16', 'float16'" in error_of(dtype="int8")
 
 
+@pytest.mark.parametrize("given, kv_cache_dtype", [("int8", "int8"), ("FP8", "fp8_e4m3"), ("fp8_e5m2", "fp8_e5m2")])
+def test_kv_cache_dtype_takes_vllm_fp8_alias(given: str, kv_cache_dtype: str) -> None:
+    assert AutoGLMConfig(kv_cache_dtype=given).kv_cache_dtype == kv_cache_dtype
+
+
+def test_unknown_kv_cache_dtype_lists_the_choices() -> None:
+    message = error_of(kv_cache_dtype="int4")
+    assert "kv_cache_dtype: got 'int4'" in message
+    assert "expected one of 'auto', 'int8', 'fp8_e4m3', 'fp8_e5m2'" in message
+
+
 @pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:3", "xpu", "xpu:0", "mps"])
 def test_device_forms_accepted(device: str) -> None:
     assert AutoGLMConfig(device=device).device == device

@@ -61,3 +61,16 @@ def test_held_out_scores_the_corpus_split_the_training_held_out(tmp_path: Path, 
     assert main(["eval-ppl", "--held-out", "--model", str(model), "--quiet"]) == 0
     assert scored == [read_corpus().held_out]
     assert capsys.readouterr().out.startswith(f"characters: {len(scored[0])}  tokens: 10  scored: 9\n")
+
+
+def test_held_out_scores_with_the_kv_cache_dtype_given(tmp_path: Path, monkeypatch) -> None:
+    engines = []
+
+    def record(llm, text, window=None, use_tqdm=False):
+        engines.append(llm.engine)
+        return PerplexityResult(num_characters=len(text), num_tokens=10, num_scored_tokens=9, total_nll=9.0)
+
+    monkeypatch.setattr(autoglm.perplexity, "evaluate_perplexity", record)
+    model = make_tiny_checkpoint("llama", tmp_path / "llama")
+    assert main(["eval-ppl", "--held-out", "--model", str(model), "--kv-cache-dtype", "int8", "--quiet"]) == 0
+    assert engines[0].runner.kv_pool.format.name == "int8"

@@ -5,14 +5,15 @@ import torch
 from torch import nn
 
 from autoglm.attention.forward_context import ForwardContext
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import sequence_attention
 
 
 class Attention(nn.Module):
     """Scaled dot-product attention over the paged cache of one layer.
 
-    ``k_cache`` and ``v_cache`` are ``[num_slots, num_kv_heads, head_dim]`` views, and
-    ``forward_context`` the owning runner's context, both set when a runner takes the model.
+    ``kv_cache`` holds views of this layer's part of the pool, and ``forward_context`` is the
+    owning runner's context, both set when a runner takes the model.
     Outside a step (a plain forward, as in tests of a model alone) the batch is treated as one
     causal sequence and nothing is cached.
     """
@@ -23,8 +24,7 @@ class Attention(nn.Module):
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.scale = scale
-        self.k_cache = torch.empty(0)
-        self.v_cache = torch.empty(0)
+        self.kv_cache = LayerKVCache(torch.empty(0), torch.empty(0))
         self.forward_context: ForwardContext | None = None
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from autoglm.attention.backend import AttentionBackend
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 
 if TYPE_CHECKING:
@@ -20,13 +21,15 @@ class TorchAttentionBackend(AttentionBackend):
 
     def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 metadata: AttentionMetadata) -> torch.Tensor:
-        k_cache, v_cache = layer.k_cache, layer.v_cache
-        k_cache.index_copy_(0, metadata.slot_mapping, k)
-        v_cache.index_copy_(0, metadata.slot_mapping, v)
+        cache = layer.kv_cache
+        # Attend to this step's K/V as later steps read them back: with a compact cache a token's output
+        # then does not depend on whether its prefix was cached or computed now (vLLM, too, reads every
+        # key from the cache).
+        k, v = cache.write(metadata.slot_mapping, k, v)
         out = torch.empty_like(q)
         num_decodes = metadata.num_decode_tokens
         if num_decodes:
-            out[:num_decodes] = self.decode(q[:num_decodes], k_cache, v_cache, metadata, layer.scale)
+            out[:num_decodes] = self.decode(q[:num_decodes], cache, metadata, layer.scale)
         starts = metadata.host_cu_seqlens_q
         for row in range(num_decodes, metadata.num_rows):
             rows = slice(starts[row], starts[row + 1])
@@ -34,15 +37,14 @@ class TorchAttentionBackend(AttentionBackend):
                 out[rows] = sequence_attention(q[rows], k[rows], v[rows], layer.scale)
             else:
                 slots, mask = metadata.prefix_context(row)
-                out[rows] = sequence_attention(q[rows], k_cache[slots], v_cache[slots], layer.scale, mask)
+                keys, values = cache.gather(slots, q.dtype)
+                out[rows] = sequence_attention(q[rows], keys, values, layer.scale, mask)
         return out
 
-    def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
-               scale: float) -> torch.Tensor:
+    def decode(self, q: torch.Tensor, cache: LayerKVCache, metadata: AttentionMetadata, scale: float) -> torch.Tensor:
         """One query per row over its whole cached context: ``[B, H, D]`` in and out."""
         slots, mask = metadata.padded_decode_context()
-        keys = k_cache[slots].transpose(1, 2)  # [B, Hkv, L, D]
-        values = v_cache[slots].transpose(1, 2)
+        keys, values = (x.transpose(1, 2) for x in cache.gather(slots, q.dtype))  # [B, Hkv, L, D]
         attended = F.scaled_dot_product_attention(
             q.unsqueeze(2), keys, values, attn_mask=mask, scale=scale, enable_gqa=True  # queries [B, H, 1, D]
         )

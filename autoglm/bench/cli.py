@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.ab.command import add_ab_command
+from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.workloads import WORKLOADS
@@ -175,7 +176,7 @@ def _add_latency(subparsers) -> None:
 
 
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
-                                  add_ab_command]
+                                  add_ab_command, add_kv_accuracy_command]
 
 
 def add_bench_commands(subparsers) -> None:

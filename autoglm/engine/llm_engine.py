@@ -41,6 +41,9 @@ class EngineStats:
     num_running: int  # requests with a sequence in the running batch
     num_waiting: int  # the other unfinished requests
     kv_cache_usage: float
+    kv_cache_dtype: str
+    kv_cache_capacity_tokens: int
+    kv_cache_bytes_per_token: float  # every layer's K and V of one token, scales included
     prefix_cache_queries: int
     prefix_cache_hits: int
     num_preemptions: int
@@ -64,6 +67,7 @@ class LLMEngine:
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
         self.linear_methods = parts.linear_methods
+        self.kv_bytes_per_token = parts.kv_bytes_per_token
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
             block_size=config.block_size,
@@ -211,6 +215,9 @@ class LLMEngine:
             num_running=num_running,
             num_waiting=len(self.requests) - num_running,
             kv_cache_usage=self.block_manager.usage,
+            kv_cache_dtype=self.config.kv_cache_dtype,
+            kv_cache_capacity_tokens=self.block_manager.num_blocks * self.block_manager.block_size,
+            kv_cache_bytes_per_token=self.kv_bytes_per_token,
             prefix_cache_queries=self.block_manager.prefix_cache_queries,
             prefix_cache_hits=self.block_manager.prefix_cache_hits,
             num_preemptions=self.scheduler.num_preemptions,

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.model_paths import resolve_model_path
+from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.models.linear_method import LinearMethods, linear_methods_for
@@ -34,6 +35,7 @@ class EngineParts:
     eos_token_ids: set[int]
     num_blocks: int
     runner: ModelRunner
+    kv_bytes_per_token: float = 0.0  # of the whole model, scales included; 0 where a test fakes the runner
     linear_methods: LinearMethods = field(default_factory=LinearMethods)
 
 
@@ -50,8 +52,8 @@ def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer
 
 
 def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.device,
-                max_context_len: int) -> int:
-    per_block = bytes_per_block(model, config.block_size, dtype)
+                max_context_len: int, kv_format: KVCacheFormat) -> int:
+    per_block = bytes_per_block(model, config.block_size, dtype, kv_format)
     memory = device_memory(device)
     budget = config.kv_cache_bytes(memory[1] if memory else None)
     if budget is None:
@@ -73,6 +75,8 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
             f"at least max_context_len ({config.max_context_len}) so that any prompt fits in one step"
         )
     device = resolve_device(config.device)
+    kv_format = kv_cache_format(config.kv_cache_dtype)
+    check_kv_cache_format(kv_format, device)  # before minutes of loading
     model_path = resolve_model_path(config.model)
     model_config = ModelConfig.from_pretrained(model_path)
     requested_dtype = resolve_dtype(config.dtype, model_config)
@@ -98,9 +102,10 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
         max_context_len = model_config.max_position_embeddings
         logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
     eos_token_ids = collect_eos_token_ids(model_path, model_config, tokenizer)
-    num_blocks = _num_blocks(config, model, dtype, device, max_context_len)
-    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size)
-    logger.info("KV cache holds %d tokens; engine ready in %.1f s", num_blocks * config.block_size,
-                time.perf_counter() - started)
+    num_blocks = _num_blocks(config, model, dtype, device, max_context_len, kv_format)
+    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size,
+                         kv_format=kv_format)
+    logger.info("KV cache holds %d tokens (kv_cache_dtype %s); engine ready in %.1f s", num_blocks * config.block_size,
+                kv_format.name, time.perf_counter() - started)
     return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,
-                       num_blocks, runner, linear_methods)
+                       num_blocks, runner, runner.kv_pool.bytes_per_token, linear_methods)

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from autoglm.attention import Attention
+from autoglm.attention.kv_cache_format import AUTO, SCALE_DTYPE, KVCacheFormat
+from autoglm.attention.layer_kv_cache import LayerKVCache
 
 logger = logging.getLogger(__name__)
 
@@ -20,10 +23,10 @@ def attention_layers(model: nn.Module) -> list[Attention]:
     return [module for module in model.modules() if isinstance(module, Attention)]
 
 
-def bytes_per_block(model: nn.Module, block_size: int, dtype: torch.dtype) -> int:
-    """K and V of ``block_size`` tokens across every layer."""
-    element = torch.empty(0, dtype=dtype).element_size()
-    return sum(2 * block_size * layer.num_kv_heads * layer.head_dim * element for layer in attention_layers(model))
+def bytes_per_block(model: nn.Module, block_size: int, dtype: torch.dtype, kv_format: KVCacheFormat = AUTO) -> int:
+    """K and V of ``block_size`` tokens across every layer, as ``kv_format`` stores them (scales included)."""
+    return sum(2 * block_size * layer.num_kv_heads * kv_format.bytes_per_token_head(layer.head_dim, dtype)
+               for layer in attention_layers(model))
 
 
 def default_kv_bytes(free_device_bytes: int | None, full_need_bytes: int) -> int:
@@ -34,19 +37,45 @@ def default_kv_bytes(free_device_bytes: int | None, full_need_bytes: int) -> int
     return min(int(free_device_bytes * DEFAULT_ACCELERATOR_FRACTION), full_need_bytes)
 
 
+@dataclass
+class KVPool:
+    """Every layer's K and V ``[layers, 2, slots, kv_heads, head_dim]`` as stored, and their scales
+    ``[layers, 2, slots, kv_heads]`` when the format has them."""
+
+    values: torch.Tensor
+    scales: torch.Tensor | None
+    format: KVCacheFormat
+    num_blocks: int
+    block_size: int
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.values, self.scales) if t is not None)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.num_bytes / (self.num_blocks * self.block_size)
+
+
 def allocate_kv_cache(model: nn.Module, num_blocks: int, block_size: int, dtype: torch.dtype,
-                      device: torch.device) -> torch.Tensor:
-    """One zeroed tensor [layers, 2, slots, kv_heads, head_dim]; each layer gets views of its part.
+                      device: torch.device, kv_format: KVCacheFormat = AUTO) -> KVPool:
+    """One zeroed pool; each layer gets views of its part.
 
     Zeroed rather than empty: padded decode slots are read (then masked), and masked
     garbage that happens to be NaN would still poison the attention output.
     """
     layers = attention_layers(model)
     first = layers[0]
-    cache = torch.zeros(len(layers), 2, num_blocks * block_size, first.num_kv_heads, first.head_dim,
-                        dtype=dtype, device=device)
-    for layer, layer_cache in zip(layers, cache):
-        layer.k_cache, layer.v_cache = layer_cache[0], layer_cache[1]
-    logger.info("KV cache: %d blocks of %d tokens (%.1f MiB)", num_blocks, block_size,
-                cache.numel() * cache.element_size() / 2**20)
-    return cache
+    slots = num_blocks * block_size
+    values = torch.zeros(len(layers), 2, slots, first.num_kv_heads, first.head_dim,
+                         dtype=kv_format.storage(dtype), device=device)
+    scales = (torch.zeros(len(layers), 2, slots, first.num_kv_heads, dtype=SCALE_DTYPE, device=device)
+              if kv_format.scaled else None)
+    for index, layer in enumerate(layers):
+        layer_scales = (None, None) if scales is None else (scales[index, 0], scales[index, 1])
+        layer.kv_cache = LayerKVCache(values[index, 0], values[index, 1], kv_format, *layer_scales)
+    pool = KVPool(values, scales, kv_format, num_blocks, block_size)
+    logger.info("KV cache: %d blocks of %d tokens as %s (%.1f MiB, %.0f bytes per token)", num_blocks, block_size,
+                kv_format.name if kv_format.storage_dtype else str(dtype).removeprefix("torch."),
+                pool.num_bytes / 2**20, pool.bytes_per_token)
+    return pool

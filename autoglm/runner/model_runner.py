@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from autoglm.attention import Attention, AttentionBackend, ForwardContext, select_attention_backend
+from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
 from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
@@ -17,12 +18,13 @@ class ModelRunner:
     """Owns the model, its KV pool, its attention backend and the sampler on one device."""
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype, block_size: int,
-                 num_blocks: int, vocab_size: int, attention_backend: AttentionBackend | None = None) -> None:
+                 num_blocks: int, vocab_size: int, attention_backend: AttentionBackend | None = None,
+                 kv_format: KVCacheFormat = AUTO) -> None:
         self.model = model
         self.device = device
         self.block_size = block_size
         self.vocab_size = vocab_size
-        self.kv_cache = allocate_kv_cache(model, num_blocks, block_size, dtype, device)
+        self.kv_pool = allocate_kv_cache(model, num_blocks, block_size, dtype, device, kv_format)
         self.forward_context = ForwardContext(attention_backend or select_attention_backend(device, dtype))
         for layer in attention_layers(model):
             layer.forward_context = self.forward_context

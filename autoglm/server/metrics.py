@@ -35,6 +35,11 @@ class _EngineStatsCollector(Collector):
             ("autoglm:num_requests_running", "Requests in the running batch.", stats.num_running),
             ("autoglm:num_requests_waiting", "Requests waiting to be scheduled.", stats.num_waiting),
             ("autoglm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", stats.kv_cache_usage),
+            ("autoglm:kv_cache_capacity_tokens", "Tokens the KV cache holds when full.",
+             stats.kv_cache_capacity_tokens),
+            ("autoglm:kv_cache_bytes_per_token",
+             "KV cache bytes one token takes across every layer, as kv_cache_dtype stores it (scales included).",
+             stats.kv_cache_bytes_per_token),
         )
         counters = (
             ("autoglm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
@@ -48,6 +53,10 @@ class _EngineStatsCollector(Collector):
             gauge = GaugeMetricFamily(name, documentation, labels=["model_name"])
             gauge.add_metric([self._model_name], value)
             yield gauge
+        info = GaugeMetricFamily("autoglm:cache_config_info", "The KV cache's settings, as labels.",
+                                 labels=["model_name", "cache_dtype"])
+        info.add_metric([self._model_name, stats.kv_cache_dtype], 1)
+        yield info
         for name, documentation, value in counters:
             counter = CounterMetricFamily(name, documentation, labels=["model_name"])
             counter.add_metric([self._model_name], value)

@@ -8,6 +8,8 @@ from autoglm.attention import select_attention_backend
 from autoglm.attention import cpu_kernel_backend, selector
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.layer import Attention
+from autoglm.attention.kv_cache_format import FP8_E4M3, INT8
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.sequence import Sequence
@@ -56,7 +58,7 @@ def test_metadata_is_flat_varlen():
 def run_layer(backend, metadata) -> torch.Tensor:
     torch.manual_seed(0)
     layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
-    layer.k_cache, layer.v_cache = torch.randn(2, 18, 2, 8).unbind(0)
+    layer.kv_cache = LayerKVCache(*torch.randn(2, 18, 2, 8).unbind(0))
     q, k, v = torch.randn(5, 4, 8), torch.randn(5, 2, 8), torch.randn(5, 2, 8)
     return backend.forward(layer, q, k, v, metadata)
 
@@ -79,3 +81,26 @@ def test_kernel_backend_takes_the_torch_path_until_the_kernels_load(monkeypatch)
     with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
     assert calls == [(2, [5, 3], 2)]
     assert torch.equal(with_kernels[:2], torch.zeros(2, 4, 8)) and torch.equal(with_kernels[2:], expected[2:])
+
+
+@pytest.mark.parametrize("kv_format, kernel", [(INT8, "paged_decode_attention_int8"), (FP8_E4M3, None)],
+                         ids=["int8", "fp8_e4m3"])
+def test_the_kernel_backend_reads_int8_caches_in_place_and_fp8_ones_through_torch(monkeypatch, kv_format, kernel):
+    calls = []
+
+    class FakeKernels:
+        @staticmethod
+        def paged_decode_attention_int8(q, k_cache, v_cache, k_scales, v_scales, block_tables, seq_lens, block_size,
+                                        scale):
+            calls.append("paged_decode_attention_int8")
+            assert k_cache.dtype == torch.int8 and k_scales.shape == k_cache.shape[:2]
+            return torch.zeros_like(q)
+
+    metadata = step_metadata(TorchAttentionBackend())
+    layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
+    scales = (torch.zeros(18, 2), torch.zeros(18, 2)) if kv_format.scaled else ()
+    layer.kv_cache = LayerKVCache(torch.zeros(18, 2, 8, dtype=kv_format.storage_dtype),
+                                  torch.zeros(18, 2, 8, dtype=kv_format.storage_dtype), kv_format, *scales)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: FakeKernels)
+    CpuKernelAttentionBackend().forward(layer, *torch.randn(5, 8, 8).split([4, 2, 2], dim=1), metadata)
+    assert calls == ([kernel] if kernel else [])

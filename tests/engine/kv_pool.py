@@ -7,4 +7,5 @@ from autoglm.runner.kv_cache import bytes_per_block
 
 def kv_bytes_for_blocks(llm: LLM, num_blocks: int) -> int:
     """The ``kv_cache_memory`` that gives an engine like ``llm`` (same model, dtype, block size) ``num_blocks`` blocks."""
-    return num_blocks * bytes_per_block(llm.engine.runner.model, llm.config.block_size, llm.engine.runner.kv_cache.dtype)
+    runner = llm.engine.runner
+    return num_blocks * bytes_per_block(runner.model, llm.config.block_size, llm.engine.dtype, runner.kv_pool.format)

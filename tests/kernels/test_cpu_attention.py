@@ -9,6 +9,9 @@ import torch
 from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
+from autoglm.attention.kv_cache_format import INT8
+from autoglm.attention.layer_kv_cache import LayerKVCache
+from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.attention.metadata import AttentionMetadata
 
 pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS), reason="the kernel needs AVX-512")
@@ -49,7 +52,7 @@ def test_in_place_decode_attention_matches_the_gathered_one(cpu_kernels, heads, 
     expected = torch.nn.functional.scaled_dot_product_attention(
         q.unsqueeze(2), keys, values, attn_mask=mask, scale=0.3, enable_gqa=True
     ).squeeze(2)
-    got = CpuKernelAttentionBackend().decode(q, k_cache, v_cache, metadata, scale=0.3)
+    got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -58,3 +61,29 @@ def test_kernel_refuses_a_context_longer_than_its_block_table(cpu_kernels):
     with pytest.raises(RuntimeError, match="context length"):
         cpu_kernels.paged_decode_attention(torch.zeros(1, 1, 16), cache, cache, torch.tensor([[0]]), torch.tensor([17]),
                                        16, 1.0)
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 4, 32), (8, 2, 64), (6, 1, 24)])
+@pytest.mark.parametrize("block_size", [1, 16])
+def test_int8_decode_read_in_place_matches_the_dequantizing_torch_path(cpu_kernels, heads, kv_heads, head_dim,
+                                                                       block_size):
+    """Same stored int8 values and scales: the kernel widens them in its loops, the torch path gathers and dequantizes."""
+    context_lens = [1, 5, 16, 17, 100]
+    num_blocks = sum(-(-length // block_size) for length in context_lens) + 3
+    slots = num_blocks * block_size
+    cache = LayerKVCache(torch.zeros(slots, kv_heads, head_dim, dtype=torch.int8),
+                         torch.zeros(slots, kv_heads, head_dim, dtype=torch.int8), INT8,
+                         torch.zeros(slots, kv_heads), torch.zeros(slots, kv_heads))
+    cache.write(torch.arange(slots), torch.randn(slots, kv_heads, head_dim) * 3, torch.randn(slots, kv_heads, head_dim))
+    q = torch.randn(len(context_lens), heads, head_dim)
+    metadata = decode_metadata(context_lens, block_size, num_blocks)
+    expected = TorchAttentionBackend().decode(q, cache, metadata, scale=0.3)
+    got = CpuKernelAttentionBackend().decode(q, cache, metadata, scale=0.3)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_int8_kernel_refuses_scales_of_the_wrong_shape(cpu_kernels):
+    cache = torch.zeros(32, 1, 16, dtype=torch.int8)
+    with pytest.raises(RuntimeError, match=r"k_scales and v_scales must be contiguous \[slots, kv_heads\] float32"):
+        cpu_kernels.paged_decode_attention_int8(torch.zeros(1, 1, 16), cache, cache, torch.ones(32), torch.ones(32),
+                                                torch.tensor([[0]]), torch.tensor([1]), 16, 1.0)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import autoglm
+from autoglm.bench.arguments import positive_int
 
 MISSED, FAILED = 1, 2
 SEPARATOR = "--"
@@ -19,13 +20,6 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
 
 
@@ -81,7 +75,7 @@ def add_ab_command(subparsers) -> None:
                         help="git revision B (default: the working tree, uncommitted changes included)")
     parser.add_argument("--repo", type=Path, metavar="DIR", default=Path(autoglm.__file__).resolve().parent,
                         help="the git checkout to take revisions from (default: the one this package runs from)")
-    parser.add_argument("--rounds", type=_positive_int, default=2, metavar="N",
+    parser.add_argument("--rounds", type=positive_int, default=2, metavar="N",
                         help="runs of each revision, alternating")
     parser.add_argument("--min-ratio", type=_positive_float, default=0.95, metavar="RATIO",
                         help="after must be at least this much as good as before on every headline metric")

@@ -37,6 +37,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "step-profile": tables.step_profile,
     "serving": tables.serving,
     "ab": tables.ab,
+    "kv-cache-accuracy": tables.kv_cache_accuracy,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {

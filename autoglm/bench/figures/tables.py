@@ -7,6 +7,8 @@ from __future__ import annotations
 from autoglm.bench.ab.metrics import compare
 from autoglm.bench.ab.summary import revisions_line, summary_header, summary_rows
 from autoglm.bench.figures import quantities as q
+from autoglm.bench.kv_accuracy.summary import SUMMARY_HEADER as KV_ACCURACY_HEADER
+from autoglm.bench.kv_accuracy.summary import summary_rows as kv_accuracy_rows
 from autoglm.bench.figures.formats import (bold, duration, markdown_table, milliseconds, percent, rate,
                                            ratio)
 from autoglm.bench.figures.machine import describe_machine, same_device
@@ -144,3 +146,8 @@ def ab(comparison: ResultsFile) -> str:
     document = comparison.data
     rows = summary_rows(compare(document), document["min_ratio"])
     return caption(comparison) + revisions_line(document) + ":\n\n" + markdown_table(summary_header(document), rows)
+
+
+def kv_cache_accuracy(accuracy: ResultsFile) -> str:
+    """A ``bench kv-accuracy`` file: each kv_cache_dtype's bytes, perplexity and agreement with ``auto``."""
+    return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data))

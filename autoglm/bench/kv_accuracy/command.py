@@ -1,0 +1,68 @@
+"""``autoglm bench kv-accuracy``: its options, and the measurement from settings to table and JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import get_args
+
+from autoglm.bench.arguments import positive_int
+from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.config import AutoGLMConfig
+
+KV_CACHE_DTYPES: tuple[str, ...] = get_args(AutoGLMConfig.model_fields["kv_cache_dtype"].annotation)
+DEFAULT_POSITIONS = 2000
+
+
+def _kv_cache_dtypes(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in KV_CACHE_DTYPES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected kv_cache_dtype names separated by commas, from {', '.join(KV_CACHE_DTYPES)}; got {text!r}")
+    return names
+
+
+def _kv_accuracy(args: argparse.Namespace) -> int:
+    from autoglm.attention.kv_cache_format import check_kv_cache_format, kv_cache_format
+    from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, results_document
+    from autoglm.bench.kv_accuracy.summary import SUMMARY_HEADER, summary_rows
+    from autoglm.bench.report import format_table, machine_info
+    from autoglm.corpus import read_corpus
+    from autoglm.platforms import resolve_device
+
+    config = config_from_args(args)
+    announce_model(config)
+    device = resolve_device(config.device)
+    names = []
+    for name in args.kv_cache_dtypes:
+        try:
+            check_kv_cache_format(kv_cache_format(name), device)
+            names.append(name)
+        except ValueError as error:
+            print(f"skipped: {error}")
+    text = read_corpus().held_out
+    results = measure_kv_accuracy(config, names, text, args.positions)
+    document = results_document(config, results, args.positions, len(text), machine_info())
+    print(format_table(SUMMARY_HEADER, summary_rows(document)))
+    if args.output_json is not None:
+        args.output_json.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"wrote {args.output_json}")
+    return 0
+
+
+def add_kv_accuracy_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "kv-accuracy", help="perplexity and next-token agreement of each kv_cache_dtype on held-out text",
+        description="Score the held-out part of the default model's corpus with each KV cache dtype: loss per "
+                    "character over the whole text, and top-1 agreement and mean KL divergence of the next-token "
+                    "distributions against the 'auto' cache over evenly spread positions.",
+    )
+    parser.add_argument("--kv-cache-dtypes", type=_kv_cache_dtypes, default=list(KV_CACHE_DTYPES),
+                        help=f"comma-separated, compared with auto (default: {','.join(KV_CACHE_DTYPES)}); one the "
+                             "device cannot convert to is skipped with its reason")
+    parser.add_argument("--positions", type=positive_int, default=DEFAULT_POSITIONS,
+                        help="next-token distributions compared (default: %(default)s)")
+    parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
+    add_config_arguments(parser)
+    parser.set_defaults(handler=_kv_accuracy)
