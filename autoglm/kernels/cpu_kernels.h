@@ -23,6 +23,10 @@ torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, tor
                                      torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
                                      double scale);
 
+// The same over a bfloat16 cache (float32 queries and results: the sums run in float32).
+torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
+                                          torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
+                                          double scale);
 // The same over an int8 cache, each slot's K and V of a head times its float32 scale ([slots, kv_heads]).
 torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                                           torch::Tensor k_scales, torch::Tensor v_scales, torch::Tensor block_tables,
