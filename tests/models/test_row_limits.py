@@ -17,15 +17,16 @@ KERNEL_WEIGHT = WEIGHT.to(torch.bfloat16)
 
 
 class ScriptedClock:
-    """Runs each timed call once and answers the seconds scripted for it: the kernel's and PyTorch's per row
+    """Runs both sides once and answers the seconds scripted for them: the kernel's and PyTorch's per row
     count, in the order measure_row_limit takes them."""
 
     def __init__(self, kernel_s: dict[int, float], torch_s: dict[int, float]) -> None:
-        self.answers = [seconds for rows in CANDIDATE_ROWS for seconds in (kernel_s[rows], torch_s[rows])]
+        self.answers = [(kernel_s[rows], torch_s[rows]) for rows in CANDIDATE_ROWS]
         self.calls = 0
 
-    def __call__(self, run) -> float:
-        run()
+    def __call__(self, kernel_run, torch_run) -> tuple[float, float]:
+        kernel_run()
+        torch_run()
         self.calls += 1
         return self.answers[self.calls - 1]
 
@@ -41,15 +42,25 @@ def test_the_limit_is_the_last_row_count_before_pytorch_first_wins(wins_up_to):
     kernel_s = {rows: 1.0 if rows <= wins_up_to else 3.0 for rows in CANDIDATE_ROWS}
     torch_s = dict.fromkeys(CANDIDATE_ROWS, 2.0)
     clock = ScriptedClock(kernel_s, torch_s)
-    assert measure_row_limit(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT, seconds=clock) == wins_up_to
+    assert measure_row_limit(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT, timer=clock) == wins_up_to
     won = sum(rows <= wins_up_to for rows in CANDIDATE_ROWS)
-    assert clock.calls == 2 * min(won + 1, len(CANDIDATE_ROWS))  # none measured past the first loss
+    assert clock.calls == min(won + 1, len(CANDIDATE_ROWS))  # none measured past the first loss
 
 
 def test_a_later_win_does_not_extend_the_limit():
     kernel_s = {1: 1.0, 2: 3.0, 4: 1.0, 8: 1.0, 16: 1.0, 32: 1.0, 64: 1.0}
     clock = ScriptedClock(kernel_s, dict.fromkeys(CANDIDATE_ROWS, 2.0))
-    assert measure_row_limit(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT, seconds=clock) == 1
+    assert measure_row_limit(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT, timer=clock) == 1
+
+
+def test_both_sides_are_timed_in_turn():
+    """Rounds alternate between the two sides, so a busy spell on a shared machine slows both."""
+    ticks = []
+    kernel_s, torch_s = row_limits.interleaved_best_seconds(lambda: ticks.append("k"), lambda: ticks.append("t"))
+    rounds = "".join(ticks[4:])  # after each side's warm-up and sizing call
+    blocks = [block for block in rounds.replace("kt", "k t").replace("tk", "t k").split()]
+    assert len(blocks) == 2 * row_limits.ROUNDS and all(block[0] == "kt"[i % 2] for i, block in enumerate(blocks))
+    assert kernel_s > 0 and torch_s > 0
 
 
 def test_a_measurement_is_kept_per_shape_and_read_back_by_a_later_start(monkeypatch, tmp_path: Path):

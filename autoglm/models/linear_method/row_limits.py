@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
@@ -30,7 +31,8 @@ from autoglm.platforms import cpu_model, disabled_cpu_flags
 logger = logging.getLogger(__name__)
 
 CANDIDATE_ROWS = (1, 2, 4, 8, 16, 32, 64)
-TIMED_CALLS = 3  # best of, after one warm-up call: the least disturbed reading of each side
+ROUNDS = 5  # best of: the least disturbed reading of each side
+MIN_ROUND_S = 0.002  # calls per round enough that the clock's resolution does not matter
 LIMITS_FILE = "linear-row-limits.json"
 
 
@@ -112,26 +114,36 @@ class MeasuredRowLimit(RowLimit):
         return rows
 
 
-def best_seconds(run: Callable[[], object]) -> float:
-    run()
-    best = float("inf")
-    for _ in range(TIMED_CALLS):
+def interleaved_best_seconds(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+    """Seconds per call of each, the best of :data:`ROUNDS` rounds taken in turn, so that a busy spell on a
+    shared machine slows both sides rather than one; each round lasts about :data:`MIN_ROUND_S`."""
+    runs = (first, second)
+    calls = []
+    for run in runs:
+        run()  # warm-up
         started = time.perf_counter()
         run()
-        best = min(best, time.perf_counter() - started)
-    return best
+        calls.append(max(1, math.ceil(MIN_ROUND_S / max(time.perf_counter() - started, 1e-9))))
+    best = [math.inf, math.inf]
+    for _ in range(ROUNDS):
+        for side, run in enumerate(runs):
+            started = time.perf_counter()
+            for _ in range(calls[side]):
+                run()
+            best[side] = min(best[side], (time.perf_counter() - started) / calls[side])
+    return best[0], best[1]
 
 
 def measure_row_limit(kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor,
-                      seconds: Callable[[Callable[[], object]], float] = best_seconds) -> int:
+                      timer: Callable[[Callable[[], object], Callable[[], object]], tuple[float, float]]
+                      = interleaved_best_seconds) -> int:
     """The largest candidate row count up to which the kernel was at least as fast as PyTorch at every
     candidate; 0 if PyTorch already wins at one row."""
     limit = 0
     generator = torch.Generator().manual_seed(0)
     for rows in CANDIDATE_ROWS:
         x = torch.randn(rows, weight.shape[1], generator=generator).to(kernel.activation_dtype)
-        kernel_s = seconds(lambda: kernel(x, kernel_weight))
-        torch_s = seconds(lambda: F.linear(x, weight))
+        kernel_s, torch_s = timer(lambda: kernel(x, kernel_weight), lambda: F.linear(x, weight))
         if kernel_s > torch_s:
             break
         limit = rows
