@@ -93,7 +93,7 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def linear_paths_table(paths: LinearPaths) -> str:
+def linear_paths_rows(paths: LinearPaths) -> tuple[list[str], list[list[str]]]:
     """A row per path: its one-row weight bandwidth, its FLOP/s per batch size, its measured row limit."""
     batch_rows = sorted({rate.m for rate in paths.rates if rate.m > 1})
     header = ["path", "activations x weights", "1 row: GB/s of weights", *(f"{m} rows: GFLOP/s" for m in batch_rows),
@@ -105,9 +105,18 @@ def linear_paths_table(paths: LinearPaths) -> str:
         table.append([
             name[0], f"{first.activation_dtype} x {first.weight_dtype}",
             f"{rates[1].weight_bytes_per_s / GIGA:.1f}" if 1 in rates else "-",
-            *(f"{rates[m].flops_per_s / GIGA:.1f}" if m in rates else "-" for m in batch_rows),
+            *(f"{rates[m].flops_per_s / GIGA:.0f}" if m in rates else "-" for m in batch_rows),
             str(paths.row_limits.get(name[0], "-")),
         ])
-    lines = [format_table(header, table, text_columns=2)]
-    lines += [f"{name}: not on this CPU (needs {', '.join(flags)})" for name, flags in paths.missing.items()]
-    return "\n".join(lines)
+    return header, table
+
+
+def missing_kernels(paths: LinearPaths) -> str:
+    """``<kernel> (needs <flags>), ...``: the kernels this CPU cannot run; empty where it runs them all."""
+    return ", ".join(f"{name} (needs {' '.join(flags)})" for name, flags in paths.missing.items())
+
+
+def linear_paths_table(paths: LinearPaths) -> str:
+    header, rows = linear_paths_rows(paths)
+    missing = missing_kernels(paths)
+    return format_table(header, rows, text_columns=2) + (f"\nnot on this CPU: {missing}" if missing else "")

@@ -12,7 +12,9 @@ from autoglm.bench.figures.command import main
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import MarkerError
 from autoglm.bench.figures.render import render_document
+from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
 from autoglm.bench.report import RECORDED_CPU_FLAGS, machine_info
+from autoglm.bench.roofline import MatmulRate, Roofline
 from autoglm.bench.serve.summary import is_local_server
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -128,3 +130,17 @@ def test_a_run_on_a_forced_cpu_path_records_and_names_the_hidden_flags(monkeypat
     assert machine["cpu_flags"]["avx512_bf16"] is True  # the CPU's own flags
     assert machine["cpu_flags_disabled"] == ["amx_bf16", "avx512_bf16"]
     assert "run as without amx_bf16/avx512_bf16 (AUTOGLM_CPU_DISABLE_FLAGS)" in describe_machine(machine)
+
+
+def test_a_roofline_shows_each_linear_path_and_the_kernels_this_cpu_lacks(tmp_path):
+    rates = [LinearPathRate("torch", "bfloat16", "bfloat16", 1, 1024, 262144, 0.05),
+             LinearPathRate("torch", "bfloat16", "bfloat16", 64, 1024, 1024, 0.001),
+             LinearPathRate("bf16-dot-avx512", "bfloat16", "bfloat16", 1, 1024, 262144, 0.01),
+             LinearPathRate("bf16-dot-avx512", "bfloat16", "bfloat16", 64, 1024, 1024, 0.002)]
+    roofline = Roofline("cpu", 2, "bfloat16", 50e9, 40e9, [MatmulRate("bfloat16", 64, 1024, 1024, 1e11)],
+                        linear_paths=LinearPaths(rates, {"bf16-dot-avx512": 16}, {"bf16-weight-avx2": ["avx2"]}))
+    (tmp_path / "roofline.json").write_text(json.dumps({**roofline.to_dict(), "machine": CPU}))
+    rendered = render_document("<!-- figures:linear-paths roofline.json --><!-- /figures -->", tmp_path)
+    assert "| torch | bfloat16 x bfloat16 | 10.7 | 134 | - |" in rendered  # 512 MiB in 50 ms; 2*64*1024^2 in 1 ms
+    assert "| bf16-dot-avx512 | bfloat16 x bfloat16 | 53.7 | 67 | 16 |" in rendered
+    assert "Not on this CPU: bf16-weight-avx2 (needs avx2)." in rendered
