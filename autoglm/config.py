@@ -19,7 +19,7 @@ from decimal import Decimal
 from enum import Enum
 from pathlib import Path
 from types import NoneType
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -142,12 +142,21 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
-    cpu_bf16_decode_weights: bool = Field(
-        True,
+    cpu_linear_kernel: str = Field(
+        "auto",
         description=(
-            "When a bfloat16 model is upcast on the CPU, also keep bfloat16 weight copies and read them in "
-            "steps of at most 8 rows (decoding at low load): half the bytes per token, the same float32 math, "
-            "half again the weight memory. Needs an AVX-512 CPU and a C++ compiler (a one-time build)."
+            "Compiled kernel for steps of few rows of a bfloat16 model on the CPU: 'auto' (the fastest this CPU "
+            "runs: bf16-dot-avx512 with AVX512-BF16, else bf16-weight-avx512 or bf16-weight-avx2 reading bfloat16 "
+            "copies of the upcast float32 weights), 'torch' (PyTorch's matmul only) or a kernel's name. Needs a "
+            "C++ compiler (a one-time background build)."
+        ),
+        json_schema_extra=_DEVICE,
+    )
+    cpu_kernel_max_rows: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Steps of at most this many rows take the CPU linear kernel, more take PyTorch's matmul; 'auto' "
+            "measures the crossover per weight shape once per machine (kept beside the kernel builds)."
         ),
         json_schema_extra=_DEVICE,
     )

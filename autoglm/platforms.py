@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,6 +76,17 @@ def _cpu_flags() -> frozenset[str] | None:
 def disabled_cpu_flags() -> frozenset[str]:
     """The flags ``AUTOGLM_CPU_DISABLE_FLAGS`` names: the engine runs as if the CPU lacked them."""
     return frozenset(filter(None, os.environ.get(CPU_DISABLE_FLAGS_ENV, "").replace(",", " ").split()))
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name, as Linux reports it; the platform's guess elsewhere."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                return value.strip()
+    return platform.processor() or "unknown"
 
 
 def reported_cpu_flags() -> frozenset[str] | None:

@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -57,6 +57,7 @@ class StepProfile:
     step_s: float
     phases_s: dict[str, float]  # each of STEP_PHASES
     forward_parts_s: dict[str, float]  # each of FORWARD_PARTS; they sum to the forward phase
+    linear_paths: dict[str, dict[str, int]] = field(default_factory=dict)  # projection: {path: calls}
 
     @property
     def overhead_s(self) -> float:
@@ -71,6 +72,7 @@ class StepProfile:
             "overhead_fraction": self.overhead_s / self.step_s if self.step_s else 0.0,
             "phases_s": self.phases_s,
             "forward_parts_s": self.forward_parts_s,
+            "linear_paths": self.linear_paths,
         }
 
 
@@ -82,6 +84,7 @@ class StepProfiler:
         self.num_steps = 0
         self.totals_s: dict[str, float] = defaultdict(float)  # STEP, each phase, each forward part
         self._part_started: dict[int, float] = {}
+        self.linear_paths: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     @contextlib.contextmanager
     def _timed(self, name: str) -> Iterator[None]:
@@ -116,6 +119,19 @@ class StepProfiler:
                 module.register_forward_pre_hook(self._start_part)
                 module.register_forward_hook(self._end_part(part))
 
+    def count_linear_paths(self, model: nn.Module) -> None:
+        """Count, per projection (``qkv_proj``, ``down_proj``, ``lm_head``, ...), which path its linear method
+        took on each call: the kernel per instruction set, or PyTorch's matmul."""
+        for name, module in model.named_modules():
+            if hasattr(module, "linear_method"):
+                module.register_forward_pre_hook(self._path_counter(name.rsplit(".", 1)[-1]))
+
+    def _path_counter(self, projection: str):
+        def hook(module: nn.Module, args: tuple) -> None:
+            self.linear_paths[projection][module.linear_method.path(module, args[0])] += 1
+
+        return hook
+
     def _start_part(self, module: nn.Module, args: object) -> None:
         synchronize(self._device)
         self._part_started[id(module)] = time.perf_counter()
@@ -131,8 +147,10 @@ class StepProfiler:
         phases = {name: self.totals_s.get(name, 0.0) for name in STEP_PHASES}
         parts = {name: self.totals_s.get(name, 0.0) for name in (ATTENTION, LINEAR)}
         parts[OTHER] = max(0.0, phases[FORWARD] - sum(parts.values()))
-        return StepProfile(self.num_steps, self.totals_s.get(STEP, 0.0), phases, parts)
+        paths = {projection: dict(calls) for projection, calls in self.linear_paths.items()}
+        return StepProfile(self.num_steps, self.totals_s.get(STEP, 0.0), phases, parts, paths)
 
     def reset(self) -> None:
         self.num_steps = 0
         self.totals_s.clear()
+        self.linear_paths.clear()

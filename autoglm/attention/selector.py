@@ -6,13 +6,13 @@ import torch
 from autoglm.attention.backend import AttentionBackend
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.torch_backend import TorchAttentionBackend
-from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
+from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 
 
 def select_attention_backend(device: torch.device, dtype: torch.dtype) -> AttentionBackend:
-    """The compiled-kernel backend for float32 compute on a CPU that can run the kernels (its decode
-    reads float32 and int8 caches in place), else the portable torch one."""
-    if device.type == "cpu" and dtype == torch.float32 and cpu_has_flags(*REQUIRED_CPU_FLAGS):
+    """The compiled-kernel backend for float32 or bfloat16 compute on a CPU that can run the kernels (its
+    decode reads float32, bfloat16 and int8 caches in place), else the portable torch one."""
+    if device.type == "cpu" and dtype in (torch.float32, torch.bfloat16) and cpu_has_flags(*ATTENTION_CPU_FLAGS):
         return CpuKernelAttentionBackend()
     return TorchAttentionBackend()

@@ -21,4 +21,14 @@ def profile_table(profile: StepProfile) -> str:
     rows.append(row("step (all of it)", profile.step_s))
     rows.append(row("everything but forward", profile.overhead_s))
     title = f"where a step's time goes ({profile.num_steps} steps)"
-    return title + "\n" + format_table(["phase", "total s", "ms/step", "of step"], rows)
+    table = title + "\n" + format_table(["phase", "total s", "ms/step", "of step"], rows)
+    if profile.linear_paths:
+        table += "\n" + linear_paths_table(profile.linear_paths)
+    return table
+
+
+def linear_paths_table(linear_paths: dict[str, dict[str, int]]) -> str:
+    """Which path each projection took, in calls: a kernel for steps of few rows, PyTorch's matmul beyond."""
+    paths = sorted({path for calls in linear_paths.values() for path in calls})
+    rows = [[projection, *(str(calls.get(path, 0)) for path in paths)] for projection, calls in linear_paths.items()]
+    return "which path each projection took (calls)\n" + format_table(["projection", *paths], rows)

@@ -13,10 +13,9 @@ import transformers
 
 from autoglm import platforms
 
-CPUINFO = Path("/proc/cpuinfo")
 # Instruction sets that decide how fast a CPU runs a half-precision model: AVX-512 (with VNNI)
 # computes float32 fast, and only the bfloat16 ones multiply bfloat16 matrices in hardware.
-RECORDED_CPU_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+RECORDED_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16")
 ACCELERATOR_KINDS = ("cuda", "xpu")
 
 
@@ -30,16 +29,6 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     print(f"wrote {path}")
-
-
-def cpu_model() -> str:
-    """The CPU's marketing name, as Linux reports it; the platform's guess elsewhere."""
-    if CPUINFO.is_file():
-        for line in CPUINFO.read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                return value.strip()
-    return platform.processor() or "unknown"
 
 
 def accelerator_names() -> list[str]:
@@ -56,7 +45,7 @@ def machine_info() -> dict[str, Any]:
     """What a reader needs to compare results across machines: the CPU's own flags, and those a run hid."""
     reported = platforms.reported_cpu_flags()
     return {
-        "cpu_model": cpu_model(),
+        "cpu_model": platforms.cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_flags": {flag: flag in reported for flag in RECORDED_CPU_FLAGS} if reported is not None else None,
         # The path the run took, where AUTOGLM_CPU_DISABLE_FLAGS hid some of the flags above.

@@ -17,10 +17,11 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
+from autoglm.bench.linear_paths import LinearPathRate, LinearPaths, linear_paths_table, measure_linear_paths
+from autoglm.bench.report import RECORDED_CPU_FLAGS, dtype_name, format_table, machine_info, write_json
 from autoglm.bench.timing import best_seconds_per_call
 from autoglm.models.loader import safetensors_files
-from autoglm.platforms import compute_dtype
+from autoglm.platforms import compute_dtype, cpu_has_flags, cpu_model, disabled_cpu_flags
 
 EMBEDDING_SUFFIX = "embed_tokens.weight"
 LM_HEAD_SUFFIX = "lm_head.weight"
@@ -88,6 +89,7 @@ class Roofline:
     matmuls: list[MatmulRate]
     model: str | None = None
     weights: ModelWeights | None = None
+    linear_paths: LinearPaths | None = None  # on a CPU: every linear path's speed, and each kernel's row limit
 
     @property
     def dtypes(self) -> list[str]:
@@ -132,6 +134,10 @@ class Roofline:
         values["matmuls"] = [MatmulRate(**rate) for rate in values["matmuls"]]
         if values.get("weights") is not None:
             values["weights"] = ModelWeights(**values["weights"])
+        if values.get("linear_paths") is not None:
+            paths = values["linear_paths"]
+            values["linear_paths"] = LinearPaths([LinearPathRate(**rate) for rate in paths["rates"]],
+                                                 paths["row_limits"], paths["missing"])
         return cls(**values)
 
 
@@ -168,6 +174,10 @@ def measure_roofline(device: torch.device, requested_dtype: str, sizes: MeasureS
                      model_dir: str | None = None) -> Roofline:
     engine_dtype = dtype_name(compute_dtype(getattr(torch, requested_dtype), device, upcast_half_on_cpu=True))
     dtypes = list(dict.fromkeys([*BENCH_DTYPES, requested_dtype, engine_dtype]))
+    linear_paths = None
+    if device.type == "cpu":
+        linear_paths = measure_linear_paths(BENCH_DTYPES, sizes.bandwidth_bytes, sizes.matmul_widths[0],
+                                            sizes.matmul_rows[1:], sizes.repeats, sizes.min_round_s)
     return Roofline(
         device=str(device),
         num_threads=torch.get_num_threads(),
@@ -180,6 +190,7 @@ def measure_roofline(device: torch.device, requested_dtype: str, sizes: MeasureS
         ],
         model=model_dir,
         weights=None if model_dir is None else count_weights(model_dir),
+        linear_paths=linear_paths,
     )
 
 
@@ -204,9 +215,24 @@ def bounds_table(roofline: Roofline) -> str:
     return format_table(header, rows, text_columns=1)
 
 
+def cpu_kind() -> str:
+    """The CPU and the flags that decide its paths, as the engine sees them (``AUTOGLM_CPU_DISABLE_FLAGS`` hides)."""
+    has = [flag for flag in RECORDED_CPU_FLAGS if cpu_has_flags(flag)]
+    lacks = [flag for flag in RECORDED_CPU_FLAGS if not cpu_has_flags(flag)]
+    hidden = sorted(disabled_cpu_flags())
+    return (f"cpu: {cpu_model()}; has {' '.join(has) or 'none of them'}; lacks {' '.join(lacks) or 'none'}"
+            + (f"; hidden by AUTOGLM_CPU_DISABLE_FLAGS: {' '.join(hidden)}" if hidden else ""))
+
+
 def report_roofline(roofline: Roofline, output_json: Path | None) -> None:
     print(f"device: {roofline.device}, torch threads: {roofline.num_threads}")
+    if roofline.device.startswith("cpu"):
+        print(cpu_kind())
     print(limits_table(roofline))
+    if roofline.linear_paths is not None:
+        print("\nlinear layers, each path (one row: a weight larger than the caches; batches: "
+              f"{roofline.linear_paths.rates[-1].k} x {roofline.linear_paths.rates[-1].k} weights):")
+        print(linear_paths_table(roofline.linear_paths))
     if roofline.weights is not None:
         weights = roofline.weights
         print(f"\nmodel {roofline.model}: {weights.total_params:,} parameters, {weights.per_token_params:,} per token "

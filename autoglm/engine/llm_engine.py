@@ -88,8 +88,9 @@ class LLMEngine:
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
-        """What a decode step of few rows reads its weights as: bfloat16 where the projections keep
-        copies for the CPU kernel (``cpu_bf16_decode_weights``) and it has loaded, else the compute dtype."""
+        """What a decode step of few rows reads its weights as: bfloat16 where a CPU linear kernel reads
+        bfloat16 weights (``cpu_linear_kernel``) and it has loaded, int8/int4 under quantization, else the
+        compute dtype."""
         return self.linear_methods.layers.decode_weight_dtype(self.dtype)
 
     @classmethod

@@ -88,12 +88,13 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
                                                     config.quantize_lm_head)
-    linear_methods = linear_methods_for(device, dtype, requested_dtype,
-                                        cpu_bf16_weight_kernel=config.cpu_bf16_decode_weights and kernels_coming)
+    max_rows = None if config.cpu_kernel_max_rows == "auto" else config.cpu_kernel_max_rows
+    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, max_rows,
+                                        kernels_coming)
     linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
     logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
-                model_path, str(dtype).removeprefix("torch."), device, type(linear_methods.layers).__name__,
-                type(linear_methods.lm_head).__name__)
+                model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),
+                linear_methods.lm_head.describe())
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
     logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
     tokenizer_path = str(config.tokenizer or model_path)

@@ -3,7 +3,7 @@
 ``start_cpu_kernel_build`` imports them at start-up if they were built before, else builds them
 in a child process (see ``background_build``) while the engine serves with plain PyTorch.
 Callers ask ``cpu_kernels()`` on every call, so they switch to the kernels the moment they
-load. It stays None on a CPU without AVX-512, without a compiler and ninja, or after a failed
+load. It stays None on a CPU without AVX2 and FMA, without a compiler and ninja, or after a failed
 build, and every caller has a plain-PyTorch path for that.
 """
 from __future__ import annotations
@@ -20,14 +20,18 @@ from autoglm.platforms import cpu_has_flags
 
 logger = logging.getLogger(__name__)
 
-REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw")
+# The library builds for any x86-64 CPU with AVX2 and FMA (the portable linear kernel's needs);
+# kernels needing more compile for it alone and are called only where the CPU has it.
+REQUIRED_CPU_FLAGS = ("avx2", "fma")
+ATTENTION_CPU_FLAGS = ("avx512f", "avx512bw")  # paged_decode_attention
 _FOLDER = Path(__file__).parent
 CPU_KERNELS = KernelSpec(
     name="autoglm_cpu_kernels",
-    sources=tuple(str(_FOLDER / name) for name in ("bindings.cpp", "bf16_weight_linear.cpp",
-                                                     "paged_decode_attention.cpp")),
-    headers=(str(_FOLDER / "cpu_kernels.h"),),
-    cflags=("-O3", "-mavx512f", "-mavx512bw", "-fopenmp"),
+    sources=tuple(str(_FOLDER / name) for name in (
+        "bindings.cpp", "bf16_weight_linear.cpp", "bf16_weight_linear_avx512.cpp", "bf16_weight_linear_avx2.cpp",
+        "bf16_dot_linear.cpp", "paged_decode_attention.cpp")),
+    headers=(str(_FOLDER / "cpu_kernels.h"), str(_FOLDER / "bf16_weight_tiles.h")),
+    cflags=("-O3", "-fopenmp"),
     ldflags=("-fopenmp",),
 )
 

@@ -5,6 +5,7 @@
 // Here each (sequence, KV head) pair walks its block table directly: scores for all query
 // heads that share the KV head, a float32 softmax, then the weighted sum of values.
 //
+// A bfloat16 cache (a model computed in bfloat16) is widened to float32 in the loops, exactly.
 // An int8 cache (kv_cache_dtype int8) is read the same way: each slot's K and V of a head are
 // widened to float32 in the loops and multiplied by that slot's float32 scale, so the cache is
 // never dequantized into a copy.
@@ -13,6 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")  // called only on CPUs with them (ATTENTION_CPU_FLAGS)
 
 template <typename T>
 static inline float dot(const float* a, const T* b, int64_t n) {
@@ -111,6 +115,16 @@ torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, tor
                                  k_cache.size(1), block_tables, context_lens, block_size, scale);
 }
 
+torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
+                                          torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
+                                          double scale) {
+  check_cache(q, k_cache, v_cache, torch::kBFloat16,
+              "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] bfloat16");
+  return decode_attention<at::BFloat16>(q, k_cache.data_ptr<at::BFloat16>(), v_cache.data_ptr<at::BFloat16>(),
+                                        nullptr, nullptr, k_cache.size(1), block_tables, context_lens, block_size,
+                                        scale);
+}
+
 torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                                           torch::Tensor k_scales, torch::Tensor v_scales, torch::Tensor block_tables,
                                           torch::Tensor context_lens, int64_t block_size, double scale) {
@@ -123,3 +137,5 @@ torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache
                                   v_scales.data_ptr<float>(), k_cache.size(1), block_tables, context_lens, block_size,
                                   scale);
 }
+
+#pragma GCC pop_options

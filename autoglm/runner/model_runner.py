@@ -39,6 +39,7 @@ class ModelRunner:
     def enable_profiling(self, profiler: StepProfiler) -> None:
         """Time this runner's phases, and attention and linear layers inside the forward."""
         profiler.attach(self.model, {Attention: ATTENTION, Linear: LINEAR})
+        profiler.count_linear_paths(self.model)
         self.profiler = profiler
 
     @torch.inference_mode()

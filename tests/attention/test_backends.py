@@ -20,7 +20,8 @@ CPU = torch.device("cpu")
 
 @pytest.mark.parametrize("has_flags, device, dtype, expected", [
     (True, "cpu", torch.float32, CpuKernelAttentionBackend),
-    (True, "cpu", torch.bfloat16, TorchAttentionBackend),
+    (True, "cpu", torch.bfloat16, CpuKernelAttentionBackend),
+    (True, "cpu", torch.float16, TorchAttentionBackend),
     (False, "cpu", torch.float32, TorchAttentionBackend),
     (True, "cuda", torch.float32, TorchAttentionBackend),
 ])

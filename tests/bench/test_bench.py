@@ -155,7 +155,12 @@ def test_throughput_profile_accounts_for_each_phase(narrow_model, tmp_path, caps
     assert parts["attention"] > 0 and parts["linear"] > 0
     assert sum(parts.values()) == pytest.approx(phases["forward"])
     assert profile["overhead_s"] == pytest.approx(profile["step_s"] - phases["forward"])
-    assert "where a step's time goes" in capsys.readouterr().out
+    paths = profile["linear_paths"]
+    assert set(paths) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}
+    calls = {projection: sum(by_path.values()) for projection, by_path in paths.items()}
+    assert calls["qkv_proj"] == calls["o_proj"] == calls["gate_up_proj"] == calls["down_proj"] >= profile["num_steps"]
+    out = capsys.readouterr().out
+    assert "where a step's time goes" in out and "which path each projection took" in out
 
 
 def test_shared_prefix_requests_share_one_prompt_prefix():

@@ -12,7 +12,9 @@ from autoglm.bench.figures.command import main
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import MarkerError
 from autoglm.bench.figures.render import render_document
-from autoglm.bench.report import machine_info
+from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
+from autoglm.bench.report import RECORDED_CPU_FLAGS, machine_info
+from autoglm.bench.roofline import MatmulRate, Roofline
 from autoglm.bench.serve.summary import is_local_server
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -100,9 +102,14 @@ def test_machines_are_described_by_their_devices():
         "Intel Xeon Processor @ 2.80GHz, 2 CPUs, AVX-512 with VNNI, no AVX512-BF16/AMX")
 
 
+def test_a_cpu_without_avx512_is_named_by_its_avx2():
+    flags = {"avx2": True, "fma": True, "avx512f": False, "avx512_bf16": False, "amx_bf16": False}
+    assert describe_machine({"cpu_model": "Some CPU", "cpu_flags": flags}) == "Some CPU, AVX2, no AVX-512, no AVX512-BF16/AMX"
+
+
 def test_results_record_the_instruction_sets_and_accelerators():
     machine = machine_info()
-    assert set(machine["cpu_flags"] or {}) <= {"avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"}
+    assert set(machine["cpu_flags"] or {}) <= set(RECORDED_CPU_FLAGS)
     assert isinstance(machine["accelerators"], list)
     assert describe_machine(machine)
 
@@ -146,3 +153,17 @@ def test_soak_figures_are_computed_from_the_phases_and_the_memory(tmp_path):
     assert "Gaps: <!-- figure:soak-itl-ratio soak.json -->2.50x<!-- /figure -->" in rendered
     assert "memory: <!-- figure:soak-rss-growth soak.json -->+1.0%<!-- /figure -->" in rendered
     assert "-->200<!-- /figure --> requests." in rendered
+
+
+def test_a_roofline_shows_each_linear_path_and_the_kernels_this_cpu_lacks(tmp_path):
+    rates = [LinearPathRate("torch", "bfloat16", "bfloat16", 1, 1024, 262144, 0.05),
+             LinearPathRate("torch", "bfloat16", "bfloat16", 64, 1024, 1024, 0.001),
+             LinearPathRate("bf16-dot-avx512", "bfloat16", "bfloat16", 1, 1024, 262144, 0.01),
+             LinearPathRate("bf16-dot-avx512", "bfloat16", "bfloat16", 64, 1024, 1024, 0.002)]
+    roofline = Roofline("cpu", 2, "bfloat16", 50e9, 40e9, [MatmulRate("bfloat16", 64, 1024, 1024, 1e11)],
+                        linear_paths=LinearPaths(rates, {"bf16-dot-avx512": 16}, {"bf16-weight-avx2": ["avx2"]}))
+    (tmp_path / "roofline.json").write_text(json.dumps({**roofline.to_dict(), "machine": CPU}))
+    rendered = render_document("<!-- figures:linear-paths roofline.json --><!-- /figures -->", tmp_path)
+    assert "| torch | bfloat16 x bfloat16 | 10.7 | 134 | - |" in rendered  # 512 MiB in 50 ms; 2*64*1024^2 in 1 ms
+    assert "| bf16-dot-avx512 | bfloat16 x bfloat16 | 53.7 | 67 | 16 |" in rendered
+    assert "Not on this CPU: bf16-weight-avx2 (needs avx2)." in rendered

@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
 from autoglm.bench.roofline import QUICK_SIZES, MatmulRate, ModelWeights, Roofline, count_weights, load_roofline
-from autoglm.platforms import cpu_has_native_matmul
+from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, kernel_named
+from autoglm.platforms import cpu_has_native_matmul, cpu_model
 from tests.tiny_models import make_tiny_checkpoint
 
 WEIGHTS = ModelWeights(total_params=1_500, embedding_params=500, per_token_params=1_000)
@@ -104,6 +105,24 @@ def test_roofline_measures_and_bounds_a_model(untied_model, tmp_path, capsys, on
         roofline.compute_bound(roofline.weights, "float32"))
     out = capsys.readouterr().out
     assert "read bandwidth" in out and "batch-1 decode bound" in out and f"{report['engine_dtype']} (engine)" in out
+    assert roofline.linear_paths is not None and f"cpu: {cpu_model()}" in out
+
+
+def test_roofline_times_every_linear_path_this_cpu_runs_and_names_the_others(tmp_path, capsys, one_torch_thread):
+    path = tmp_path / "roofline.json"
+    assert main(["roofline", "--quick", "--num-threads", str(one_torch_thread), "--output-json", str(path)]) == 0
+    paths = load_roofline(path).linear_paths
+    runnable = [kernel.name for kernel in CPU_LINEAR_KERNELS if kernel.runs_here()]
+    measured = {(rate.path, rate.activation_dtype) for rate in paths.rates}
+    assert measured == {("torch", "float32"), ("torch", "bfloat16"),
+                        *((name, str(kernel_named(name).activation_dtype).removeprefix("torch.")) for name in runnable)}
+    assert all(rate.seconds > 0 for rate in paths.rates)
+    gemv = [rate for rate in paths.rates if rate.m == 1]
+    assert gemv and all(rate.n * rate.k * 2 >= QUICK_SIZES.bandwidth_bytes - 2 * rate.k for rate in gemv)
+    assert set(paths.row_limits) == set(runnable)
+    assert set(paths.missing) == {kernel.name for kernel in CPU_LINEAR_KERNELS if not kernel.runs_here()}
+    out = capsys.readouterr().out
+    assert all(name in out for name in [*runnable, *paths.missing]) and "1 row: GB/s of weights" in out
 
 
 def test_roofline_without_a_model_reports_only_the_machine(capsys, one_torch_thread):

@@ -9,13 +9,13 @@ import torch
 from autoglm import LLM, SamplingParams
 from autoglm.kernels import cpu_extension
 from autoglm.kernels.build_lock import build_lock
-from autoglm.kernels.cpu_extension import CPU_KERNELS, REQUIRED_CPU_FLAGS
+from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS, CPU_KERNELS, REQUIRED_CPU_FLAGS
 from autoglm.kernels.kernel_spec import CACHE_ENV, kernel_cache_root
 from autoglm.platforms import cpu_has_flags
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import make_tiny_checkpoint
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernels need AVX-512")
+pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernels need AVX2 and FMA")
 HANG_S = 120
 
 
@@ -48,7 +48,7 @@ def test_the_engine_serves_while_the_kernels_build_then_switches_to_them(cpu_ker
     reference = greedy_reference(model_dir, prompts, max_new_tokens=8)
 
     with build_lock(CPU_KERNELS.lock_path(root), timeout_s=0):  # the build child waits for this
-        llm = LLM(model=str(model_dir), dtype="bfloat16", cpu_upcast_half=True)
+        llm = LLM(model=str(model_dir), dtype="bfloat16", cpu_upcast_half=True, cpu_kernel_max_rows=8)
         assert cpu_extension.cpu_kernels() is None and llm.engine.decode_weight_dtype == torch.float32
         before = [llm.generate([prompt], params, use_tqdm=False)[0].outputs[0].token_ids for prompt in prompts]
         assert before == reference.token_ids
@@ -62,4 +62,5 @@ def test_the_engine_serves_while_the_kernels_build_then_switches_to_them(cpu_ker
     assert llm.engine.decode_weight_dtype == torch.bfloat16
     after = [llm.generate([prompt], params, use_tqdm=False)[0].outputs[0].token_ids for prompt in prompts]
     assert after == reference.token_ids
-    assert counter.calls["linear_bf16_weight"] > 0 and counter.calls["paged_decode_attention"] > 0
+    assert sum(calls for name, calls in counter.calls.items() if name.startswith("linear_bf16_weight")) > 0
+    assert counter.calls.get("paged_decode_attention", 0) > 0 or not cpu_has_flags(*ATTENTION_CPU_FLAGS)

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from autoglm.kernels.cpu_extension import REQUIRED_CPU_FLAGS
+from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
 from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
 from autoglm.attention.kv_cache_format import INT8
@@ -14,7 +14,7 @@ from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.attention.metadata import AttentionMetadata
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS), reason="the kernel needs AVX-512")
+pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS), reason="the kernel needs AVX-512")
 
 
 def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -> AttentionMetadata:
@@ -87,3 +87,21 @@ def test_int8_kernel_refuses_scales_of_the_wrong_shape(cpu_kernels):
     with pytest.raises(RuntimeError, match=r"k_scales and v_scales must be contiguous \[slots, kv_heads\] float32"):
         cpu_kernels.paged_decode_attention_int8(torch.zeros(1, 1, 16), cache, cache, torch.ones(32), torch.ones(32),
                                                 torch.tensor([[0]]), torch.tensor([1]), 16, 1.0)
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 4, 32), (14, 2, 64), (6, 1, 24)])
+@pytest.mark.parametrize("block_size", [1, 16])
+def test_bfloat16_decode_read_in_place_matches_float32_attention_on_the_same_values(cpu_kernels, heads, kv_heads,
+                                                                                    head_dim, block_size):
+    """A bfloat16 model's decode: float32 sums over the widened cache (exact), one rounding of the result to
+    bfloat16, so within one bfloat16 step of float32 attention over the same bfloat16 values."""
+    context_lens = [1, 5, 16, 17, 100]
+    num_blocks = sum(-(-length // block_size) for length in context_lens) + 3
+    k_cache = torch.randn(num_blocks * block_size, kv_heads, head_dim).to(torch.bfloat16)
+    v_cache = torch.randn(num_blocks * block_size, kv_heads, head_dim).to(torch.bfloat16)
+    q = torch.randn(len(context_lens), heads, head_dim).to(torch.bfloat16)
+    metadata = decode_metadata(context_lens, block_size, num_blocks)
+    expected = TorchAttentionBackend().decode(q.float(), LayerKVCache(k_cache.float(), v_cache.float()), metadata, 0.3)
+    got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected, rtol=2 ** -7, atol=1e-3)

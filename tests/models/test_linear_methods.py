@@ -10,14 +10,16 @@ import torch.nn.functional as F
 
 from autoglm.models import load_model
 from autoglm.models.linear import Linear, LMHead, MergedLinear
+from autoglm.kernels import linear_kernels
+from autoglm.kernels.linear_kernels import BF16_DOT_AVX512, BF16_WEIGHT_AVX2, BF16_WEIGHT_AVX512
 from autoglm.models.linear_method import (
-    SMALL_BATCH_ROWS,
-    CpuBf16WeightLinearMethod,
+    CpuKernelLinearMethod,
+    FixedRowLimit,
     LinearMethods,
+    MeasuredRowLimit,
     UnquantizedLinearMethod,
     linear_methods_for,
 )
-from autoglm.models.linear_method import cpu_bf16_weight
 from autoglm.models.parameters import StackedRowsWeightLoader
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -34,13 +36,17 @@ class RecordingMethod(UnquantizedLinearMethod):
         self.processed.append(layer)
 
 
+MAX_ROWS = 8
+KERNEL = BF16_WEIGHT_AVX512
+
+
 class FakeKernels:
     """Stands in for the compiled kernels: the same result, and a count of the calls."""
 
     def __init__(self) -> None:
         self.calls = 0
 
-    def linear_bf16_weight(self, x: torch.Tensor, weight_bf16: torch.Tensor) -> torch.Tensor:
+    def linear_bf16_weight_avx512(self, x: torch.Tensor, weight_bf16: torch.Tensor) -> torch.Tensor:
         assert weight_bf16.dtype == torch.bfloat16
         self.calls += 1
         return F.linear(x, weight_bf16.float())
@@ -49,13 +55,23 @@ class FakeKernels:
 @pytest.fixture
 def fake_kernels(monkeypatch) -> FakeKernels:
     kernels = FakeKernels()
-    monkeypatch.setattr(cpu_bf16_weight, "cpu_kernels", lambda: kernels)
+    monkeypatch.setattr(linear_kernels, "cpu_kernels", lambda: kernels)
     return kernels
 
 
 @pytest.fixture
+def all_cpu_flags(monkeypatch) -> None:
+    """A CPU with every flag a kernel asks for, whatever this one has."""
+    monkeypatch.setattr(linear_kernels, "cpu_has_flags", lambda flag: True)
+
+
+@pytest.fixture
 def no_kernels(monkeypatch) -> None:
-    monkeypatch.setattr(cpu_bf16_weight, "cpu_kernels", lambda: None)
+    monkeypatch.setattr(linear_kernels, "cpu_kernels", lambda: None)
+
+
+def cpu_method(rows: int = MAX_ROWS) -> CpuKernelLinearMethod:
+    return CpuKernelLinearMethod(KERNEL, FixedRowLimit(rows))
 
 
 def loaded_linear(method, in_features: int = 32, out_features: int = 16) -> Linear:
@@ -87,25 +103,38 @@ def test_output_sizes_must_add_up() -> None:
 
 
 def test_cpu_method_keeps_an_exact_bfloat16_copy_where_the_kernel_can_read_it() -> None:
-    method = CpuBf16WeightLinearMethod()
+    method = cpu_method()
     layer = loaded_linear(method)
-    assert layer.weight_bf16.dtype == torch.bfloat16 and torch.equal(layer.weight_bf16.float(), layer.weight)
-    assert loaded_linear(method, in_features=24).weight_bf16 is None  # not a multiple of 16
+    assert layer.kernel_weight.dtype == torch.bfloat16 and torch.equal(layer.kernel_weight.float(), layer.weight)
+    assert loaded_linear(method, in_features=24).kernel_weight is None  # not a multiple of 16
 
 
-def test_cpu_method_runs_small_batches_through_the_kernel(fake_kernels) -> None:
-    layer = loaded_linear(CpuBf16WeightLinearMethod())
+def test_a_bfloat16_kernel_reads_a_bfloat16_weight_in_place() -> None:
+    method = CpuKernelLinearMethod(BF16_DOT_AVX512, FixedRowLimit(MAX_ROWS))
+    layer = Linear(64, 16, False, method).to(torch.bfloat16)
+    method.process_weights_after_loading(layer)
+    assert layer.kernel_weight.data_ptr() == layer.weight.data_ptr()  # no copy
+
+
+def test_cpu_method_runs_steps_up_to_its_row_limit_through_the_kernel(fake_kernels) -> None:
+    layer = loaded_linear(cpu_method())
     layer.weight.zero_()  # a float32 weight unlike the copy reveals which path ran
-    small = torch.randn(SMALL_BATCH_ROWS, 32)
-    assert torch.equal(layer(small), F.linear(small, layer.weight_bf16.float()) + layer.bias)
+    small = torch.randn(MAX_ROWS, 32)
+    assert torch.equal(layer(small), F.linear(small, layer.kernel_weight.float()) + layer.bias)
     assert fake_kernels.calls == 1
-    for other in (torch.randn(SMALL_BATCH_ROWS + 1, 32), torch.randn(1, 1, 32)):  # many rows; not 2-D
+    for other in (torch.randn(MAX_ROWS + 1, 32), torch.randn(1, 1, 32)):  # many rows; not 2-D
         assert torch.equal(layer(other), F.linear(other, layer.weight, layer.bias))
     assert fake_kernels.calls == 1
 
 
+def test_a_zero_row_limit_keeps_every_step_on_pytorch(fake_kernels) -> None:
+    layer = loaded_linear(cpu_method(rows=0))
+    x = torch.randn(1, 32)
+    assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias)) and fake_kernels.calls == 0
+
+
 def test_cpu_method_without_the_kernels_is_the_float32_matmul(no_kernels) -> None:
-    method = CpuBf16WeightLinearMethod()
+    method = cpu_method()
     layer = loaded_linear(method)
     layer.weight.zero_()
     x = torch.randn(1, 32)
@@ -113,26 +142,68 @@ def test_cpu_method_without_the_kernels_is_the_float32_matmul(no_kernels) -> Non
     assert method.decode_weight_dtype(torch.float32) == torch.float32
 
 
+def test_measured_row_limits_wait_for_the_kernels(no_kernels, tmp_path: Path) -> None:
+    layer = loaded_linear(CpuKernelLinearMethod(KERNEL, MeasuredRowLimit(tmp_path / "limits.json")))
+    assert layer.linear_method.path(layer, torch.randn(1, 32)) == "torch"
+    assert not (tmp_path / "limits.json").exists()  # nothing measured, nothing kept
+
+
 def test_cpu_method_reads_bfloat16_once_the_kernels_load(fake_kernels) -> None:
-    assert CpuBf16WeightLinearMethod().decode_weight_dtype(torch.float32) == torch.bfloat16
+    assert cpu_method().decode_weight_dtype(torch.float32) == torch.bfloat16
     assert UnquantizedLinearMethod().decode_weight_dtype(torch.float32) == torch.float32
 
 
 @pytest.mark.parametrize(
-    ("device", "dtype", "requested", "kernel", "expected"),
+    ("device", "dtype", "requested", "coming", "expected"),
     [
-        ("cpu", torch.float32, torch.bfloat16, True, CpuBf16WeightLinearMethod),
-        ("cpu", torch.float32, torch.bfloat16, False, UnquantizedLinearMethod),  # off, or no kernel coming
-        ("cpu", torch.bfloat16, torch.bfloat16, True, UnquantizedLinearMethod),  # computed natively
-        ("cpu", torch.float32, torch.float16, True, UnquantizedLinearMethod),  # the kernel reads bfloat16 only
-        ("cpu", torch.float32, torch.float32, True, UnquantizedLinearMethod),
-        ("meta", torch.float32, torch.bfloat16, True, UnquantizedLinearMethod),  # not a CPU
+        ("cpu", torch.float32, torch.bfloat16, True, BF16_WEIGHT_AVX512),  # upcast on a CPU without bf16 units
+        ("cpu", torch.bfloat16, torch.bfloat16, True, BF16_DOT_AVX512),  # computed natively
+        ("cpu", torch.float32, torch.bfloat16, False, None),  # no kernel library coming
+        ("cpu", torch.float32, torch.float16, True, None),  # the kernels read bfloat16 only
+        ("cpu", torch.float32, torch.float32, True, None),  # a bfloat16 copy would change the results
+        ("meta", torch.float32, torch.bfloat16, True, None),  # not a CPU
     ],
 )
-def test_the_cpu_method_is_chosen_only_for_an_upcast_bfloat16_checkpoint(device, dtype, requested, kernel,
-                                                                          expected) -> None:
-    methods = linear_methods_for(torch.device(device), dtype, requested, cpu_bf16_weight_kernel=kernel)
-    assert type(methods.layers) is expected and type(methods.lm_head) is expected
+def test_a_cpu_kernel_is_chosen_only_for_a_bfloat16_checkpoint_on_the_cpu(all_cpu_flags, device, dtype, requested,
+                                                                          coming, expected) -> None:
+    methods = linear_methods_for(torch.device(device), dtype, requested, kernels_coming=coming)
+    if expected is None:
+        assert type(methods.layers) is UnquantizedLinearMethod and type(methods.lm_head) is UnquantizedLinearMethod
+    else:
+        assert methods.layers is methods.lm_head and methods.layers.kernel is expected
+        assert isinstance(methods.layers.row_limit, MeasuredRowLimit)
+
+
+def test_auto_takes_the_fastest_kernel_the_cpu_runs(monkeypatch) -> None:
+    monkeypatch.setattr(linear_kernels, "cpu_has_flags", lambda flag: flag in ("avx2", "fma"))
+    methods = linear_methods_for(CPU, torch.float32, torch.bfloat16, kernels_coming=True)
+    assert methods.layers.kernel is BF16_WEIGHT_AVX2
+    assert type(linear_methods_for(CPU, torch.bfloat16, torch.bfloat16, kernels_coming=True).layers) \
+        is UnquantizedLinearMethod  # no bfloat16 kernel runs there: PyTorch's matmul
+
+
+def test_a_pinned_kernel_and_row_limit_are_kept(all_cpu_flags) -> None:
+    methods = linear_methods_for(CPU, torch.float32, torch.bfloat16, "bf16-weight-avx2", max_rows=3,
+                                 kernels_coming=True)
+    assert methods.layers.kernel is BF16_WEIGHT_AVX2 and methods.layers.row_limit.rows == 3
+    assert type(linear_methods_for(CPU, torch.float32, torch.bfloat16, "torch", kernels_coming=True).layers) \
+        is UnquantizedLinearMethod
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "message"),
+    [
+        ("fastest", torch.float32, r"'fastest' is not a kernel; choose one of auto, torch, bf16-dot-avx512, "),
+        ("bf16-dot-avx512", torch.float32, r"takes bfloat16 activations, but this model computes with float32 here; "
+                                           r"kernels for it: auto, torch, bf16-weight-avx512, bf16-weight-avx2"),
+        ("bf16-weight-avx512", torch.float32, r"needs the CPU flags avx512f, avx512bw, which this CPU lacks .*"
+                                              r"kernels this CPU runs for this model: auto, torch, bf16-weight-avx2$"),
+    ],
+)
+def test_a_kernel_that_cannot_serve_the_model_is_refused_with_the_choices(monkeypatch, name, dtype, message) -> None:
+    monkeypatch.setattr(linear_kernels, "cpu_has_flags", lambda flag: flag in ("avx2", "fma"))
+    with pytest.raises(ValueError, match=message):
+        linear_methods_for(CPU, dtype, torch.bfloat16, name, kernels_coming=True)
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -151,10 +222,10 @@ def test_loading_post_processes_each_projection_with_its_method_and_the_head_wit
 
 def test_a_tied_head_multiplies_by_the_embedding_through_its_method(fake_kernels, tmp_path: Path) -> None:
     model_dir = make_tiny_checkpoint("qwen2", tmp_path, tie_word_embeddings=True)
-    methods = LinearMethods(UnquantizedLinearMethod(), CpuBf16WeightLinearMethod())
+    methods = LinearMethods(UnquantizedLinearMethod(), cpu_method())
     model, config = load_model(model_dir, torch.float32, CPU, linear_methods=methods)
     embedding = model.model.embed_tokens.weight
-    assert torch.equal(model.lm_head.weight_bf16, embedding.to(torch.bfloat16))
+    assert torch.equal(model.lm_head.kernel_weight, embedding.to(torch.bfloat16))
     hidden = torch.randn(2, config.hidden_size)
     torch.testing.assert_close(model.compute_logits(hidden), hidden @ embedding.to(torch.bfloat16).float().T)
     assert fake_kernels.calls == 1  # only the head has the CPU method

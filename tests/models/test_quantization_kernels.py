@@ -113,3 +113,13 @@ def test_a_group_size_that_does_not_divide_is_refused_naming_the_layer() -> None
     with pytest.raises(ValueError, match=r"layer 'proj': quantization group size 96 does not divide the input "
                                          r"size 256; group sizes that do: 16, 32, 64, 128"):
         process_weights_after_loading(model)
+
+
+@pytest.mark.parametrize(("name", "rows", "path"), [
+    ("int8-channel", 1, "int8-fused"), ("int8-channel", INT8_FUSED_MAX_ROWS, "int8-fused"),
+    ("int8-channel", INT8_FUSED_MAX_ROWS + 1, "dequantize"), ("int4-group32", 300, "int4-fused"),
+    ("int8-group32", 1, "dequantize"),
+])
+def test_the_method_names_the_path_each_step_takes_for_the_profile(name: str, rows: int, path: str) -> None:
+    layer, _, _ = quantized_layer(FORMATS[name])
+    assert layer.linear_method.path(layer, torch.randn(rows, IN_FEATURES)) == path

@@ -18,6 +18,8 @@ def _instruction_sets(flags: dict[str, bool | None]) -> str:
     parts = []
     if flags.get("avx512f"):
         parts.append("AVX-512 with VNNI" if flags.get("avx512_vnni") else "AVX-512")
+    elif flags.get("avx2"):
+        parts.append("AVX2, no AVX-512")
     has = [name for flag, name in BF16_FLAGS if flags.get(flag)]
     lacks = [name for flag, name in BF16_FLAGS if flags.get(flag) is False]
     if has:

@@ -33,6 +33,7 @@ def _ratio(numerator: ResultsFile, numerator_path: str, denominator: ResultsFile
 BLOCKS: dict[str, Callable[..., str]] = {
     "roofline-limits": tables.roofline_limits,
     "roofline-bounds": tables.roofline_bounds,
+    "linear-paths": tables.linear_paths,
     "latency": tables.latency,
     "throughput": tables.throughput,
     "step-profile": tables.step_profile,

@@ -14,6 +14,7 @@ from autoglm.bench.figures.formats import (bold, duration, markdown_table, milli
 from autoglm.bench.figures.machine import describe_machine, same_device
 from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.soak import report as soak_report
+from autoglm.bench.linear_paths import linear_paths_rows, missing_kernels
 
 GIGA = 1e9
 SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}
@@ -47,6 +48,17 @@ def roofline_limits(bounds: ResultsFile) -> str:
         rows.append([f"{dtype} matmul, best of the shapes measured ({best.m}x{best.k}x{best.n})",
                      f"{best.flops_per_s / GIGA:,.0f} GFLOP/s"])
     return caption(bounds) + markdown_table([f"limit ({limits.num_threads} threads)", "measured"], rows)
+
+
+def linear_paths(bounds: ResultsFile) -> str:
+    """A ``bench roofline`` file's linear paths: what streams weights fastest at one row, what multiplies
+    fastest in batches, and up to how many rows each kernel beat PyTorch."""
+    paths = q.Roofline.from_dict(bounds.data).linear_paths
+    if paths is None:
+        raise ValueError(f"{bounds.name} has no linear paths: it was measured on an accelerator or before they were")
+    header, rows = linear_paths_rows(paths)
+    missing = missing_kernels(paths)
+    return caption(bounds) + markdown_table(header, rows, text_columns=2) + (f"\n\nNot on this CPU: {missing}." if missing else "")
 
 
 def roofline_bounds(bounds: ResultsFile) -> str:

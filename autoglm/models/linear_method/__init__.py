@@ -1,16 +1,19 @@
 """How each projection stores and multiplies its weights, chosen per model at load time, so that
 model code knows nothing of kernels, CPUs, quantization or (later) sharding."""
 from autoglm.models.linear_method.base import LinearMethodBase
-from autoglm.models.linear_method.cpu_bf16_weight import SMALL_BATCH_ROWS, CpuBf16WeightLinearMethod
+from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_selection import WeightQuantization, with_int_weights
+from autoglm.models.linear_method.row_limits import FixedRowLimit, MeasuredRowLimit, RowLimit
 from autoglm.models.linear_method.selection import LinearMethods, linear_methods_for, process_weights_after_loading
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 __all__ = [
-    "SMALL_BATCH_ROWS",
-    "CpuBf16WeightLinearMethod",
+    "CpuKernelLinearMethod",
+    "FixedRowLimit",
     "LinearMethodBase",
     "LinearMethods",
+    "MeasuredRowLimit",
+    "RowLimit",
     "UnquantizedLinearMethod",
     "WeightQuantization",
     "linear_methods_for",

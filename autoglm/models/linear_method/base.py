@@ -30,6 +30,14 @@ class LinearMethodBase(ABC):
     def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x W^T + b`` for ``x`` of shape ``[..., input_size]``."""
 
+    def path(self, layer: nn.Module, x: torch.Tensor) -> str:
+        """The name of the code :meth:`apply` takes for this input (what ``--profile`` counts per layer)."""
+        return "torch"
+
+    def describe(self) -> str:
+        """What start-up logs say of this method."""
+        return type(self).__name__
+
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         """The dtype a step of few rows reads its weights in (what bounds decode speed), right now."""
         return compute_dtype

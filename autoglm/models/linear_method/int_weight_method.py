@@ -36,6 +36,9 @@ from autoglm.models.linear_method.int_weights import IntWeightFormat
 _LOADED_TENSORS = ("weight", "weight_scale", "weight_packed", "weight_shape")
 
 
+DEQUANTIZE_PATH = "dequantize"
+
+
 class IntKernel(Enum):
     INT8_FUSED = "torch._weight_int8pack_mm, dequantize above a few rows"
     INT4_FUSED = "torch._weight_int4pack_mm_for_cpu"
@@ -81,13 +84,19 @@ class IntWeightLinearMethod(LinearMethodBase):
             if layer.int_kernel is IntKernel.INT8_FUSED:
                 layer.register_buffer("channel_scale", fused_scale[:, 0].contiguous())
 
-    def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def path(self, layer: nn.Module, x: torch.Tensor) -> str:
+        """``int8-fused`` or ``int4-fused`` where PyTorch's integer-weight op runs, else ``dequantize``."""
         kernel = layer.int_kernel
         rows = x.numel() // x.shape[-1]
         if kernel is IntKernel.DEQUANTIZE or (kernel is IntKernel.INT8_FUSED and rows > INT8_FUSED_MAX_ROWS):
+            return DEQUANTIZE_PATH
+        return kernel.name.lower().replace("_", "-")
+
+    def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.path(layer, x) == DEQUANTIZE_PATH:
             return dequantized_linear(x, layer.qweight, layer.weight_scale, bias)
         fused_x = x if self.fused_dtype is None else x.to(self.fused_dtype)
-        if kernel is IntKernel.INT8_FUSED:
+        if layer.int_kernel is IntKernel.INT8_FUSED:
             y = int8_fused_linear(fused_x, layer.qweight, layer.channel_scale)
         else:
             y = int4_fused_linear(fused_x, layer.qweight, layer.weight_scale)

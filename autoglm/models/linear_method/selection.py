@@ -6,10 +6,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel, kernels_for
 from autoglm.models.linear_method.base import LinearMethodBase
-from autoglm.models.linear_method.cpu_bf16_weight import CpuBf16WeightLinearMethod
+from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_weights import GroupSizeError
+from autoglm.models.linear_method.row_limits import FixedRowLimit, MeasuredRowLimit, RowLimit
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
+
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -21,16 +25,57 @@ class LinearMethods:
     lm_head: LinearMethodBase = field(default_factory=UnquantizedLinearMethod)
 
 
+def cpu_kernel_activation_dtype(device: torch.device, dtype: torch.dtype,
+                                requested_dtype: torch.dtype) -> torch.dtype | None:
+    """The activation dtype a CPU linear kernel would take for this model, or None where no kernel applies:
+    a bfloat16 model computed in bfloat16, or computed in float32 (upcast on a CPU without bfloat16 units).
+    A float32 checkpoint keeps PyTorch's matmul: a bfloat16 copy of its weights would change its results."""
+    if device.type != "cpu" or requested_dtype != torch.bfloat16 or dtype not in (torch.bfloat16, torch.float32):
+        return None
+    return dtype
+
+
+def choose_cpu_kernel(name: str, activation_dtype: torch.dtype | None) -> CpuLinearKernel | None:
+    """``auto``: the fastest kernel this CPU runs for the activation dtype; ``torch``: none; a kernel's name:
+    that kernel, refused with the reason where it cannot serve this model on this CPU."""
+    if name == TORCH_PATH or activation_dtype is None and name == AUTO:
+        return None
+    if name == AUTO:
+        return next((kernel for kernel in kernels_for(activation_dtype) if kernel.runs_here()), None)
+    kernel = next((kernel for kernel in CPU_LINEAR_KERNELS if kernel.name == name), None)
+    if kernel is None:
+        names = ", ".join([AUTO, TORCH_PATH, *(kernel.name for kernel in CPU_LINEAR_KERNELS)])
+        raise ValueError(f"cpu_linear_kernel '{name}' is not a kernel; choose one of {names}")
+    if activation_dtype != kernel.activation_dtype:
+        computed = "no CPU kernel" if activation_dtype is None else str(activation_dtype).removeprefix("torch.")
+        raise ValueError(f"cpu_linear_kernel '{name}' takes {str(kernel.activation_dtype).removeprefix('torch.')} "
+                         f"activations, but this model computes with {computed} here; kernels for it: "
+                         f"{_kernel_names(activation_dtype)}")
+    if not kernel.runs_here():
+        raise ValueError(f"cpu_linear_kernel '{name}' needs the CPU flags {', '.join(kernel.missing_flags())}, "
+                         f"which this CPU lacks (or AUTOGLM_CPU_DISABLE_FLAGS hides); kernels this CPU runs "
+                         f"for this model: {_kernel_names(activation_dtype, runnable_only=True)}")
+    return kernel
+
+
+def _kernel_names(activation_dtype: torch.dtype | None, runnable_only: bool = False) -> str:
+    kernels = kernels_for(activation_dtype) if activation_dtype is not None else []
+    names = [kernel.name for kernel in kernels if kernel.runs_here() or not runnable_only]
+    return ", ".join([AUTO, TORCH_PATH, *names])
+
+
 def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype: torch.dtype,
-                       cpu_bf16_weight_kernel: bool) -> LinearMethods:
-    """Unquantized, except for a bfloat16 checkpoint computed in float32 on the CPU (see
-    ``platforms.compute_dtype``) when ``cpu_bf16_weight_kernel`` says the kernel is wanted and coming:
-    then every projection, the LM head included, also keeps a bfloat16 copy for steps of few rows."""
-    upcast_bf16 = device.type == "cpu" and requested_dtype == torch.bfloat16 and dtype == torch.float32
-    if upcast_bf16 and cpu_bf16_weight_kernel:
-        method = CpuBf16WeightLinearMethod()
-        return LinearMethods(layers=method, lm_head=method)
-    return LinearMethods()
+                       cpu_linear_kernel: str = AUTO, max_rows: int | None = None,
+                       kernels_coming: bool = False) -> LinearMethods:
+    """Unquantized, except for a bfloat16 checkpoint on the CPU when the kernel library is coming
+    (``kernels_coming``): then every projection, the LM head included, takes a compiled kernel for steps
+    of few rows (up to ``max_rows``, or as measured when None)."""
+    kernel = choose_cpu_kernel(cpu_linear_kernel, cpu_kernel_activation_dtype(device, dtype, requested_dtype))
+    if kernel is None or not kernels_coming:
+        return LinearMethods()
+    row_limit: RowLimit = MeasuredRowLimit() if max_rows is None else FixedRowLimit(max_rows)
+    method = CpuKernelLinearMethod(kernel, row_limit)
+    return LinearMethods(layers=method, lm_head=method)
 
 
 def process_weights_after_loading(model: nn.Module) -> None:

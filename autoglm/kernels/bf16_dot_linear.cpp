@@ -1,0 +1,94 @@
+// Small-batch linear layers on CPUs with AVX512-BF16: bfloat16 activations and weights,
+// float32 sums, bfloat16 results, as a bfloat16 matmul computes them.
+//
+// A decode step reads every weight once for a handful of rows, so its speed is memory
+// bandwidth. PyTorch's one-row bfloat16 `linear` streams weights well below it on these CPUs;
+// here each weight cache line (32 bfloat16 values) feeds one `vdpbf16ps` per row of x, which
+// multiplies pairs of bfloat16 exactly and adds them into 16 float32 sums.
+// Compiled for AVX512-BF16 (the pragma below); autoglm/kernels/linear_kernels.py calls it only
+// on CPUs that report the flags.
+#include "cpu_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+
+namespace {
+
+constexpr int64_t kPrefetchAhead = 1024;  // weights, in elements: keeps more DRAM reads in flight
+constexpr int64_t kCols = 4;  // weight rows streamed together: independent sums hide the latency
+
+inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+
+// y[m0 .. m0+ROWS, n0 .. n0+COLS]: each weight vector is loaded once for all ROWS rows of x.
+template <int ROWS, int COLS>
+inline void tile(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t m0, int64_t n0,
+                 int64_t K, int64_t N) {
+  __m512 acc[ROWS][COLS];
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < COLS; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    __m512bh wv[COLS];
+    for (int j = 0; j < COLS; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (n0 + j) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      wv[j] = load32(w + (n0 + j) * K + k);
+    }
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512bh xv = load32(x + (m0 + i) * K + k);
+      for (int j = 0; j < COLS; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < COLS; ++j) {
+      const float sum = _mm512_reduce_add_ps(acc[i][j]) + (bias ? bias[n0 + j] : 0.f);
+      y[(m0 + i) * N + n0 + j] = at::BFloat16(sum);  // rounds to nearest even
+    }
+}
+
+template <int COLS>
+inline void column_block(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t n0,
+                         int64_t M, int64_t K, int64_t N) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) tile<4, COLS>(x, w, bias, y, m, n0, K, N);
+  for (; m < M; ++m) tile<1, COLS>(x, w, bias, y, m, n0, K, N);
+}
+
+void run(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K, int64_t N) {
+  const int64_t blocks = (N + kCols - 1) / kCols;
+  at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t n0 = block * kCols;
+      if (n0 + kCols <= N) {
+        column_block<kCols>(x, w, bias, y, n0, M, K, N);
+      } else {
+        for (int64_t n = n0; n < N; ++n) column_block<1>(x, w, bias, y, n, M, K, N);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+#pragma GCC pop_options
+
+torch::Tensor linear_bf16_dot(torch::Tensor x, torch::Tensor w, std::optional<torch::Tensor> bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kBFloat16, "x must be a 2-D bfloat16 tensor");
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16 && w.is_contiguous(),
+              "w must be a contiguous 2-D bfloat16 tensor");
+  TORCH_CHECK(w.size(1) == x.size(1) && x.size(1) % 32 == 0, "in_features must match and be a multiple of 32");
+  x = x.contiguous();
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  torch::Tensor bias32;
+  if (bias.has_value()) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, "bias must be [out_features]");
+    bias32 = bias->to(torch::kFloat32).contiguous();
+  }
+  auto y = torch::empty({M, N}, x.options());
+  run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
+      reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
+      bias32.defined() ? bias32.data_ptr<float>() : nullptr, y.data_ptr<at::BFloat16>(), M, K, N);
+  return y;
+}

@@ -1,0 +1,57 @@
+"""Projections whose steps of few rows go through a compiled CPU kernel, the rest through PyTorch.
+
+Which kernel depends on the CPU and the compute dtype (``selection``): with bfloat16 units the
+model stays in bfloat16 and ``bf16-dot-avx512`` reads its weights in place; without them the
+model is computed in float32 (``platforms.compute_dtype``) and a ``bf16-weight-*`` kernel reads a
+bfloat16 copy of each weight, half the bytes with the same float32 math (widening is exact). Up
+to how many rows the kernel beats PyTorch's matmul is measured per layer shape (``row_limits``).
+Until the kernels have loaded (``kernels.cpu_extension``) every step takes PyTorch's path.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from autoglm.kernels.linear_kernels import TORCH_PATH, CpuLinearKernel
+from autoglm.models.linear_method.row_limits import RowLimit
+from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
+
+
+class CpuKernelLinearMethod(UnquantizedLinearMethod):
+    """The unquantized weight, plus ``kernel_weight``: the bfloat16 weight the kernel reads (the weight itself
+    when it is bfloat16, else an exact copy of a float32 weight upcast from a bfloat16 checkpoint), or None
+    where the kernel cannot read this layer (an input size it does not take)."""
+
+    def __init__(self, kernel: CpuLinearKernel, row_limit: RowLimit) -> None:
+        self.kernel = kernel
+        self.row_limit = row_limit
+
+    def process_weights_after_loading(self, layer: nn.Module) -> None:
+        weight = layer.weight.detach()
+        if weight.dtype != self.kernel.activation_dtype or weight.device.type != "cpu":
+            layer.kernel_weight = None
+            return
+        kernel_weight = weight.to(torch.bfloat16).contiguous()
+        layer.kernel_weight = kernel_weight if self.kernel.reads(kernel_weight) else None
+
+    def path(self, layer: nn.Module, x: torch.Tensor) -> str:
+        """The kernel's name if a step with these rows goes through it, else ``torch``."""
+        kernel_weight = layer.kernel_weight
+        if kernel_weight is None or x.dim() != 2 or x.dtype != self.kernel.activation_dtype:
+            return TORCH_PATH
+        if x.shape[0] > self.row_limit.max_rows(self.kernel, kernel_weight, layer.weight):
+            return TORCH_PATH
+        return self.kernel.name
+
+    def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.path(layer, x) != TORCH_PATH:
+            y = self.kernel(x, layer.kernel_weight, bias)
+            if y is not None:
+                return y
+        return super().apply(layer, x, bias)
+
+    def describe(self) -> str:
+        return f"{self.kernel.name} for {self.row_limit.describe()}, PyTorch beyond"
+
+    def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
+        return torch.bfloat16 if self.kernel.loaded() else compute_dtype

@@ -1,0 +1,150 @@
+"""Up to how many rows a compiled linear kernel runs before PyTorch's matmul takes over.
+
+Few rows are bound by the bytes of weight read, where the kernels win; many rows are bound by
+arithmetic, where PyTorch's matmul (oneDNN, with AMX where the CPU has it) wins. Where the two
+cross depends on the CPU, the thread count and the layer's shape, so it is measured: once per
+weight shape, the first time a step meets it after the kernels have loaded (a fraction of a
+second), and kept in a file beside the kernel builds so later starts on the machine read it.
+``cpu_kernel_max_rows`` fixes it instead (tests pin it, so a measurement never changes what they check).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from autoglm.kernels.cpu_extension import CPU_KERNELS
+from autoglm.kernels.kernel_spec import kernel_cache_root
+from autoglm.kernels.linear_kernels import CpuLinearKernel
+from autoglm.platforms import cpu_model, disabled_cpu_flags
+
+logger = logging.getLogger(__name__)
+
+CANDIDATE_ROWS = (1, 2, 4, 8, 16, 32, 64)
+ROUNDS = 5  # best of: the least disturbed reading of each side
+MIN_ROUND_S = 0.002  # calls per round enough that the clock's resolution does not matter
+LIMITS_FILE = "linear-row-limits.json"
+
+
+class RowLimit(ABC):
+    @abstractmethod
+    def max_rows(self, kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor) -> int:
+        """Steps of at most this many rows take ``kernel`` (reading ``kernel_weight``) rather than PyTorch
+        (reading ``weight``)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The rows this limit sends to the kernel, in words."""
+
+
+class FixedRowLimit(RowLimit):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def max_rows(self, kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor) -> int:
+        return self.rows
+
+    def describe(self) -> str:
+        return f"steps of at most {self.rows} rows"
+
+
+class MeasuredRowLimit(RowLimit):
+    """Measured per weight shape; 0 (PyTorch) until the kernels have loaded, since nothing can be measured."""
+
+    def __init__(self, cache_file: Path | None = None) -> None:
+        self.cache_file = cache_file or kernel_cache_root() / LIMITS_FILE
+        self._limits: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def max_rows(self, kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor) -> int:
+        key = f"{kernel.name} {weight.shape[0]}x{weight.shape[1]}"
+        rows = self._limits.get(key)
+        if rows is not None:
+            return rows
+        if not kernel.loaded():
+            return 0
+        with self._lock:
+            if key not in self._limits:
+                self._limits[key] = self._stored(key) or self._measure_and_store(key, kernel, kernel_weight, weight)
+        return self._limits[key]
+
+    def describe(self) -> str:
+        return "steps of few rows (how few measured per weight shape)"
+
+    def _machine_key(self) -> str:
+        """What a measurement holds for: this CPU (as the engine sees it), this thread count, this library build."""
+        hidden = ",".join(sorted(disabled_cpu_flags())) or "-"
+        return f"{cpu_model()} | hidden {hidden} | {torch.get_num_threads()} threads | {CPU_KERNELS.key()}"
+
+    def _read_file(self) -> dict[str, dict[str, int]]:
+        try:
+            return json.loads(self.cache_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _stored(self, key: str) -> int | None:
+        value = self._read_file().get(self._machine_key(), {}).get(key)
+        return value if isinstance(value, int) else None
+
+    def _measure_and_store(self, key: str, kernel: CpuLinearKernel, kernel_weight: torch.Tensor,
+                           weight: torch.Tensor) -> int:
+        started = time.perf_counter()
+        rows = measure_row_limit(kernel, kernel_weight, weight)
+        logger.info("%s beats PyTorch's matmul up to %d rows for a %s weight (measured in %.2f s, kept in %s)",
+                    kernel.name, rows, key.split()[-1], time.perf_counter() - started, self.cache_file)
+        document = self._read_file()
+        document.setdefault(self._machine_key(), {})[key] = rows
+        try:
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.cache_file.parent, delete=False, suffix=".tmp") as file:
+                json.dump(document, file, indent=1)
+            os.replace(file.name, self.cache_file)
+        except OSError as error:
+            logger.warning("could not keep the measured row limit in %s: %s", self.cache_file, error)
+        return rows
+
+
+def interleaved_best_seconds(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+    """Seconds per call of each, the best of :data:`ROUNDS` rounds taken in turn, so that a busy spell on a
+    shared machine slows both sides rather than one; each round lasts about :data:`MIN_ROUND_S`."""
+    runs = (first, second)
+    calls = []
+    for run in runs:
+        run()  # warm-up
+        started = time.perf_counter()
+        run()
+        calls.append(max(1, math.ceil(MIN_ROUND_S / max(time.perf_counter() - started, 1e-9))))
+    best = [math.inf, math.inf]
+    for _ in range(ROUNDS):
+        for side, run in enumerate(runs):
+            started = time.perf_counter()
+            for _ in range(calls[side]):
+                run()
+            best[side] = min(best[side], (time.perf_counter() - started) / calls[side])
+    return best[0], best[1]
+
+
+def measure_row_limit(kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor,
+                      timer: Callable[[Callable[[], object], Callable[[], object]], tuple[float, float]]
+                      = interleaved_best_seconds) -> int:
+    """The largest candidate row count up to which the kernel was at least as fast as PyTorch at every
+    candidate; 0 if PyTorch already wins at one row."""
+    limit = 0
+    generator = torch.Generator().manual_seed(0)
+    for rows in CANDIDATE_ROWS:
+        x = torch.randn(rows, weight.shape[1], generator=generator).to(kernel.activation_dtype)
+        kernel_s, torch_s = timer(lambda: kernel(x, kernel_weight), lambda: F.linear(x, weight))
+        if kernel_s > torch_s:
+            break
+        limit = rows
+    return limit
