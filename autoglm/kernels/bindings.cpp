@@ -7,4 +7,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_bf16_dot", &linear_bf16_dot, "bfloat16 x times bfloat16 weight, float32 sums (AVX512-BF16)",
         pybind11::arg("x"), pybind11::arg("w"), pybind11::arg("bias") = pybind11::none());
   m.def("paged_decode_attention", &paged_decode_attention, "decode attention read in place from KV blocks");
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, "residual += x; x = rms_norm(residual) * weight, in place");
+  m.def("rms_norm", &rms_norm, "rms_norm(x) * weight, rounded where PyTorch rounds");
+  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up for [..., gate | up]");
+  m.def("rotary_", &rotary_, "rotary embedding of q and k in place, halves or interleaved pairs");
 }
