@@ -9,6 +9,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_decode_attention", &paged_decode_attention, "decode attention read in place from KV blocks");
   m.def("fused_add_rms_norm", &fused_add_rms_norm, "residual += x; x = rms_norm(residual) * weight, in place");
   m.def("rms_norm", &rms_norm, "rms_norm(x) * weight, rounded where PyTorch rounds");
-  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up for [..., gate | up]");
   m.def("rotary_", &rotary_, "rotary embedding of q and k in place, halves or interleaved pairs");
 }

@@ -1,6 +1,6 @@
 """Where the decoder's elementwise steps take the fused CPU kernels (``kernels/fused_elementwise.cpp``).
 
-RMSNorm, residual add + RMSNorm, SiLU-and-mul and rotary are each several PyTorch ops; on the
+RMSNorm, residual add + RMSNorm and rotary are each several PyTorch ops; on the
 CPU, where a decode step's few rows make per-op overhead their cost, one compiled kernel does
 each. They apply to float32 and bfloat16 CPU tensors once the kernel library has loaded (it
 builds in the background on a first start); everything else takes the PyTorch code beside each

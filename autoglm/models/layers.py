@@ -73,11 +73,7 @@ class GatedMLP(nn.Module):
         self.down_proj = Linear(size, config.hidden_size, bias, linear_method)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate_up = self.gate_up_proj(x)
-        kernels = fused_kernels(gate_up)
-        if kernels is not None:
-            return self.down_proj(kernels.silu_and_mul(gate_up))
-        gate, up = gate_up.chunk(2, dim=-1)
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
