@@ -11,4 +11,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "decode attention read in place from bfloat16 KV blocks, float32 sums");
   m.def("paged_decode_attention_int8", &paged_decode_attention_int8,
         "decode attention read in place from int8 KV blocks and their per-slot, per-head scales");
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, "residual += x; x = rms_norm(residual) * weight, in place");
+  m.def("rms_norm", &rms_norm, "rms_norm(x) * weight, rounded where PyTorch rounds");
+  m.def("rotary_", &rotary_, "rotary embedding of q and k in place, halves or interleaved pairs");
 }

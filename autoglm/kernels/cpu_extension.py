@@ -29,7 +29,8 @@ CPU_KERNELS = KernelSpec(
     name="autoglm_cpu_kernels",
     sources=tuple(str(_FOLDER / name) for name in (
         "bindings.cpp", "bf16_weight_linear.cpp", "bf16_weight_linear_avx512.cpp", "bf16_weight_linear_avx2.cpp",
-        "bf16_dot_linear.cpp", "paged_decode_attention.cpp")),
+        "bf16_dot_linear.cpp", "paged_decode_attention.cpp",
+        "fused_elementwise.cpp")),
     headers=(str(_FOLDER / "cpu_kernels.h"), str(_FOLDER / "bf16_weight_tiles.h")),
     cflags=("-O3", "-fopenmp"),
     ldflags=("-fopenmp",),

@@ -31,3 +31,10 @@ torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache
 torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                                           torch::Tensor k_scales, torch::Tensor v_scales, torch::Tensor block_tables,
                                           torch::Tensor context_lens, int64_t block_size, double scale);
+// A decoder layer's norms and rotary, fused, for float32 and bfloat16 (fused_elementwise.cpp). AVX2 + FMA.
+// residual += x, then x = rms_norm(residual) * weight: both in place.
+void fused_add_rms_norm(torch::Tensor x, torch::Tensor residual, torch::Tensor weight, double eps);
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor weight, double eps);
+// q and k [tokens, heads, head_dim] rotated in place over their first rotary_dim values by cos and sin
+// [tokens, rotary_dim]: interleaved pairs (GLM-4) or the two halves against each other.
+void rotary_(torch::Tensor q, torch::Tensor k, torch::Tensor cos, torch::Tensor sin, bool interleaved);

@@ -36,7 +36,11 @@ class DecoderSpec:
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm attention then pre-norm MLP, each added to the residual stream."""
+    """Pre-norm attention then pre-norm MLP, each added to the residual stream.
+
+    The stream is carried as two tensors, ``hidden + residual``, and each add happens inside the
+    norm that follows it (``RMSNorm.add_and_norm``), so that it fuses with that norm.
+    """
 
     def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase) -> None:
         super().__init__()
@@ -52,11 +56,13 @@ class DecoderLayer(nn.Module):
             RMSNorm(config.hidden_size, eps) if spec.sandwich_norms else nn.Identity()
         )
 
-    def forward(self, hidden: torch.Tensor, angles: RotaryAngles) -> torch.Tensor:
-        attended = self.self_attn(self.input_layernorm(hidden), angles)
-        hidden = hidden + self.post_self_attn_layernorm(attended)
-        transformed = self.mlp(self.post_attention_layernorm(hidden))
-        return hidden + self.post_mlp_layernorm(transformed)
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor | None,
+                angles: RotaryAngles) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stream ``hidden + residual`` (``residual`` None: ``hidden`` alone) in and out, as two parts."""
+        normed, residual = self.input_layernorm.add_and_norm(hidden, residual)
+        attended = self.post_self_attn_layernorm(self.self_attn(normed, angles))
+        normed, residual = self.post_attention_layernorm.add_and_norm(attended, residual)
+        return self.post_mlp_layernorm(self.mlp(normed)), residual
 
 
 class DecoderModel(nn.Module):
@@ -74,9 +80,10 @@ class DecoderModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         hidden = self.embed_tokens(input_ids)
         angles = self.rotary_emb(positions, hidden.dtype)  # shared by every layer
+        residual = None
         for layer in self.layers:
-            hidden = layer(hidden, angles)
-        return self.norm(hidden)
+            hidden, residual = layer(hidden, residual, angles)
+        return self.norm.add_and_norm(hidden, residual)[0]
 
 
 class DecoderForCausalLM(nn.Module):

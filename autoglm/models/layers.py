@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autoglm.models.fused_ops import fused_kernels
 from autoglm.models.linear import Linear, MergedLinear
 from autoglm.models.linear_method import LinearMethodBase
 from autoglm.models.model_config import ModelConfig
@@ -24,9 +25,27 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kernels = fused_kernels(x, self.weight)
+        if kernels is not None:
+            return kernels.rms_norm(x, self.weight, self.eps)
         # One fused kernel instead of five; in float32 it equals x * rsqrt(mean(x^2) + eps) exactly.
         normalised = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
         return self.weight * normalised.to(x.dtype)
+
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(norm(residual + x), residual + x)``; ``residual`` None means ``x`` is the whole stream.
+
+        The fused kernel writes both results over ``x`` and ``residual``: callers pass tensors
+        nothing else reads.
+        """
+        if residual is None:
+            return self(x), x
+        kernels = fused_kernels(x, residual, self.weight)
+        if kernels is not None and x.is_contiguous() and residual.is_contiguous():
+            kernels.fused_add_rms_norm(x, residual, self.weight, self.eps)
+            return x, residual
+        residual = residual + x
+        return self(residual), residual
 
 
 class Embedding(nn.Module):
@@ -83,4 +102,5 @@ class SelfAttention(nn.Module):
         q = self.q_norm(q.view(num_tokens, self.num_heads, self.head_dim))
         k = self.k_norm(k.view(num_tokens, self.num_kv_heads, self.head_dim))
         v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
-        return self.o_proj(self.attn(angles.rotate(q), angles.rotate(k), v))
+        q, k = angles.rotate_query_key(q, k)
+        return self.o_proj(self.attn(q, k, v))

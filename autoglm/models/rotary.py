@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from autoglm.models.fused_ops import fused_kernels
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.rope_scaling import rope_frequencies
 
@@ -32,6 +33,14 @@ class RotaryAngles:
     cos: torch.Tensor
     sin: torch.Tensor
     interleaved: bool
+
+    def rotate_query_key(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` and ``k`` rotated; the fused kernel rotates them in place, so pass tensors nothing else reads."""
+        kernels = fused_kernels(q, k, self.cos)
+        if kernels is not None and q.stride(-1) == 1 and k.stride(-1) == 1:
+            kernels.rotary_(q, k, self.cos.flatten(1), self.sin.flatten(1), self.interleaved)
+            return q, k
+        return self.rotate(q), self.rotate(k)
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """Rotate ``x`` of shape ``[T, heads, head_dim]`` by each token's position."""

@@ -1,0 +1,212 @@
+// The elementwise steps of a decoder layer, fused: residual add + RMSNorm, RMSNorm, rotary in place.
+// PyTorch runs each as several kernels, each paying a dispatch and a pass over memory; a decode
+// step has few rows, so that overhead, not arithmetic, is their cost.
+//
+// Each rounds where the model's PyTorch code rounds (autoglm/models/layers.py, rotary.py): a float32
+// result equals PyTorch's but for the order of the RMSNorm sum of squares; a bfloat16 one rounds
+// each product, sum and cast to bfloat16 as PyTorch's bfloat16 ops do.
+// The bodies are compiled for AVX2 + FMA (the library's floor): plain loops the compiler vectorises,
+// with contraction into FMA off, since PyTorch rounds a * b before adding c, and so must these.
+// (SiLU-and-mul is left to PyTorch: an AVX2 version lost to its AVX-512 exp at 32 rows.)
+#include "cpu_kernels.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstring>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#pragma GCC optimize("fp-contract=off")
+
+namespace {
+
+// A tensor's values as T (uint16_t for bfloat16).
+template <typename T>
+T* data(const torch::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+
+constexpr int64_t kParallelElements = 1 << 16;  // fewer than this per call: one thread (forking costs more)
+
+// bfloat16 values are handled as their bits, uint16_t: GCC vectorises the integer shifts that convert
+// them, not at::BFloat16's own conversions.
+inline float to_float(float v) { return v; }
+inline float to_float(uint16_t half) {
+  const uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+template <typename T>
+inline T from_float(float v);
+template <>
+inline float from_float<float>(float v) { return v; }
+template <>
+inline uint16_t from_float<uint16_t>(float v) {  // round to nearest even, as PyTorch casts
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return v != v ? uint16_t{0x7fc0} : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+// What PyTorch computes for `a op b` on two T tensors: the float result, rounded to T.
+template <typename T>
+inline float rounded(float v) { return to_float(from_float<T>(v)); }
+
+template <typename T>
+void rms_norm_rows(const T* x, const T* weight, T* out, int64_t begin, int64_t end, int64_t width, float eps) {
+  for (int64_t row = begin; row < end; ++row) {
+    const T* xr = x + row * width;
+    T* outr = out + row * width;
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = to_float(xr[i]);
+      sum += v * v;
+    }
+    const float scale = 1.f / std::sqrt(sum / static_cast<float>(width) + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) {
+      const float normalised = rounded<T>(to_float(xr[i]) * scale);
+      outr[i] = from_float<T>(to_float(weight[i]) * normalised);
+    }
+  }
+}
+
+template <typename T>
+void add_rms_norm_rows(T* x, T* residual, const T* weight, int64_t begin, int64_t end, int64_t width, float eps) {
+  for (int64_t row = begin; row < end; ++row) {
+    T* xr = x + row * width;
+    T* rr = residual + row * width;
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) rr[i] = from_float<T>(to_float(rr[i]) + to_float(xr[i]));
+  }
+  rms_norm_rows(residual, weight, x, begin, end, width, eps);
+}
+
+// One head [head_dim] of one token, rotated in place over its first rotary_dim values: each value x_i
+// becomes x_i cos_i + t_i sin_i, t_i its partner in the rotation, negated for the first of the two.
+// (Written as one sum for every value, not a - b and c + d: GCC 12 fuses an alternating
+// subtract/add into vfmaddsub even with contraction off, which would round once instead of twice.)
+template <typename T>
+inline void rotate_head(T* x, const T* cos, const T* sin, int64_t rotary_dim, bool interleaved) {
+  if (interleaved) {  // pairs (2i, 2i+1)
+#pragma omp simd
+    for (int64_t i = 0; i < rotary_dim; i += 2) {
+      const float x0 = to_float(x[i]), x1 = to_float(x[i + 1]);
+      const float turned0 = -x1, turned1 = x0;
+      x[i] = from_float<T>(rounded<T>(x0 * to_float(cos[i])) + rounded<T>(turned0 * to_float(sin[i])));
+      x[i + 1] = from_float<T>(rounded<T>(x1 * to_float(cos[i + 1])) + rounded<T>(turned1 * to_float(sin[i + 1])));
+    }
+  } else {  // the first half against the second
+    const int64_t half = rotary_dim / 2;
+#pragma omp simd
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = to_float(x[i]), x1 = to_float(x[i + half]);
+      const float turned0 = -x1, turned1 = x0;
+      x[i] = from_float<T>(rounded<T>(x0 * to_float(cos[i])) + rounded<T>(turned0 * to_float(sin[i])));
+      x[i + half] = from_float<T>(rounded<T>(x1 * to_float(cos[i + half])) +
+                                  rounded<T>(turned1 * to_float(sin[i + half])));
+    }
+  }
+}
+
+template <typename T>
+void rotary_tokens(torch::Tensor& x, const T* cos, const T* sin, int64_t begin, int64_t end, int64_t rotary_dim,
+                   bool interleaved) {
+  T* values = data<T>(x);
+  const int64_t heads = x.size(1), token_stride = x.stride(0), head_stride = x.stride(1);
+  for (int64_t token = begin; token < end; ++token)
+    for (int64_t head = 0; head < heads; ++head)
+      rotate_head(values + token * token_stride + head * head_stride, cos + token * rotary_dim,
+                  sin + token * rotary_dim, rotary_dim, interleaved);
+}
+
+}  // namespace
+
+#pragma GCC pop_options
+
+namespace {
+
+// Rows per at::parallel_for chunk: all of them (one thread) unless the call is big enough to share.
+int64_t grain_rows(int64_t rows, int64_t elements_per_row) {
+  return rows * elements_per_row < kParallelElements ? rows + 1 : std::max<int64_t>(1, kParallelElements / elements_per_row);
+}
+
+// Runs body(T{}) for the tensor dtypes the checks below admit: float, or bfloat16 as its bits (uint16_t).
+template <typename Body>
+void for_dtype(torch::ScalarType dtype, Body body) {
+  if (dtype == torch::kFloat32) {
+    body(float{});
+  } else {
+    body(uint16_t{});
+  }
+}
+
+void check_float_or_bf16(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() && (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16),
+              name, " must be a float32 or bfloat16 CPU tensor, got ", t.scalar_type(), " on ", t.device());
+}
+
+void check_norm_args(const torch::Tensor& x, const torch::Tensor& weight) {
+  check_float_or_bf16(x, "x");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1) && weight.scalar_type() == x.scalar_type() &&
+                  weight.is_contiguous(),
+              "weight must be a contiguous 1-D tensor of x's last size and dtype");
+}
+
+}  // namespace
+
+void fused_add_rms_norm(torch::Tensor x, torch::Tensor residual, torch::Tensor weight, double eps) {
+  check_norm_args(x, weight);
+  TORCH_CHECK(x.is_contiguous() && residual.is_contiguous() && residual.sizes() == x.sizes() &&
+                  residual.scalar_type() == x.scalar_type(),
+              "x and residual must be contiguous tensors of one shape and dtype");
+  const int64_t width = x.size(-1), rows = x.numel() / std::max<int64_t>(width, 1);
+  for_dtype(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
+      add_rms_norm_rows(data<scalar_t>(x), data<scalar_t>(residual), data<scalar_t>(weight), begin,
+                        end, width, static_cast<float>(eps));
+    });
+  });
+}
+
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor weight, double eps) {
+  check_norm_args(x, weight);
+  x = x.contiguous();
+  auto out = torch::empty_like(x);
+  const int64_t width = x.size(-1), rows = x.numel() / std::max<int64_t>(width, 1);
+  for_dtype(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
+      rms_norm_rows(data<scalar_t>(x), data<scalar_t>(weight), data<scalar_t>(out), begin, end,
+                    width, static_cast<float>(eps));
+    });
+  });
+  return out;
+}
+
+void rotary_(torch::Tensor q, torch::Tensor k, torch::Tensor cos, torch::Tensor sin, bool interleaved) {
+  check_float_or_bf16(q, "q");
+  for (const auto* t : {&k, &cos, &sin})
+    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "q, k, cos and sin must share one dtype");
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.stride(2) == 1 && k.stride(2) == 1 && k.size(0) == q.size(0) &&
+                  k.size(2) == q.size(2),
+              "q and k must be [tokens, heads, head_dim] with contiguous heads and one head_dim");
+  TORCH_CHECK(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) == q.size(0) && cos.is_contiguous() &&
+                  sin.is_contiguous(),
+              "cos and sin must be contiguous [tokens, rotary_dim]");
+  const int64_t tokens = q.size(0), rotary_dim = cos.size(1);
+  TORCH_CHECK(rotary_dim % 2 == 0 && rotary_dim <= q.size(2), "rotary_dim must be even and at most head_dim, got ",
+              rotary_dim);
+  const int64_t per_token = (q.size(1) + k.size(1)) * rotary_dim;
+  for_dtype(q.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    at::parallel_for(0, tokens, grain_rows(tokens, per_token), [&](int64_t begin, int64_t end) {
+      for (auto* x : {&q, &k})
+        rotary_tokens(*x, data<scalar_t>(cos), data<scalar_t>(sin), begin, end, rotary_dim, interleaved);
+    });
+  });
+}

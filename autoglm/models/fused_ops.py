@@ -1,0 +1,28 @@
+"""Where the decoder's elementwise steps take the fused CPU kernels (``kernels/fused_elementwise.cpp``).
+
+RMSNorm, residual add + RMSNorm and rotary are each several PyTorch ops; on the
+CPU, where a decode step's few rows make per-op overhead their cost, one compiled kernel does
+each. They apply to float32 and bfloat16 CPU tensors once the kernel library has loaded (it
+builds in the background on a first start); everything else takes the PyTorch code beside each
+call, which the kernels match (see the .cpp for where their rounding may differ).
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from autoglm.kernels.cpu_extension import cpu_kernels
+
+FUSED_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def fused_kernels(*tensors: torch.Tensor) -> ModuleType | None:
+    """The kernel library if it has loaded and ``tensors`` are CPU tensors of one dtype it computes in."""
+    library = cpu_kernels()
+    if library is None:
+        return None
+    dtype = tensors[0].dtype
+    if dtype in FUSED_DTYPES and all(t.device.type == "cpu" and t.dtype == dtype for t in tensors):
+        return library
+    return None
