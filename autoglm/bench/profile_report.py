@@ -27,8 +27,12 @@ def profile_table(profile: StepProfile) -> str:
     return table
 
 
-def linear_paths_table(linear_paths: dict[str, dict[str, int]]) -> str:
+def linear_paths_rows(linear_paths: dict[str, dict[str, int]]) -> tuple[list[str], list[list[str]]]:
     """Which path each projection took, in calls: a kernel for steps of few rows, PyTorch's matmul beyond."""
     paths = sorted({path for calls in linear_paths.values() for path in calls})
     rows = [[projection, *(str(calls.get(path, 0)) for path in paths)] for projection, calls in linear_paths.items()]
-    return "which path each projection took (calls)\n" + format_table(["projection", *paths], rows)
+    return ["projection", *paths], rows
+
+
+def linear_paths_table(linear_paths: dict[str, dict[str, int]]) -> str:
+    return "which path each projection took (calls)\n" + format_table(*linear_paths_rows(linear_paths))

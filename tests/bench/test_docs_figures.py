@@ -167,3 +167,12 @@ def test_a_roofline_shows_each_linear_path_and_the_kernels_this_cpu_lacks(tmp_pa
     assert "| torch | bfloat16 x bfloat16 | 10.7 | 134 | - |" in rendered  # 512 MiB in 50 ms; 2*64*1024^2 in 1 ms
     assert "| bf16-dot-avx512 | bfloat16 x bfloat16 | 53.7 | 67 | 16 |" in rendered
     assert "Not on this CPU: bf16-weight-avx2 (needs avx2)." in rendered
+
+
+def test_a_profiled_run_shows_which_path_each_projection_took(tmp_path):
+    profile = {"linear_paths": {"qkv_proj": {"bf16-dot-avx512": 30, "torch": 2}, "lm_head": {"torch": 4}}}
+    document = {"machine": CPU, "workloads": {"mixed": {"autoglm": {"profile": profile}}}}
+    (tmp_path / "throughput.json").write_text(json.dumps(document))
+    rendered = render_document("<!-- figures:linear-path-calls throughput.json mixed --><!-- /figures -->", tmp_path)
+    assert "| projection | bf16-dot-avx512 | torch |" in rendered
+    assert "| qkv_proj | 30 | 2 |" in rendered and "| lm_head | 0 | 4 |" in rendered

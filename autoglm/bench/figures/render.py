@@ -37,6 +37,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "latency": tables.latency,
     "throughput": tables.throughput,
     "step-profile": tables.step_profile,
+    "linear-path-calls": tables.linear_path_calls,
     "serving": tables.serving,
     "ab": tables.ab,
     "kv-cache-accuracy": tables.kv_cache_accuracy,

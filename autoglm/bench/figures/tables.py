@@ -15,6 +15,7 @@ from autoglm.bench.figures.machine import describe_machine, same_device
 from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.soak import report as soak_report
 from autoglm.bench.linear_paths import linear_paths_rows, missing_kernels
+from autoglm.bench.profile_report import linear_paths_rows as path_calls_rows
 
 GIGA = 1e9
 SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}
@@ -140,6 +141,14 @@ def step_profile(throughput_file: ResultsFile) -> str:
     rows.append([bold("everything but the forward"),
                  *(bold(f"{q.step_share(throughput_file, name, 'overhead_s'):.1%}") for name in workloads)])
     return caption(throughput_file) + markdown_table(["phase", *workloads], rows)
+
+
+def linear_path_calls(throughput_file: ResultsFile, workload: str) -> str:
+    """A ``--profile`` run's count of which path each projection took, in calls."""
+    linear_paths = throughput_file.at(f"workloads.{workload}.{q.ENGINE}.profile").get("linear_paths")
+    if not linear_paths:
+        raise ValueError(f"{throughput_file.name} holds no path counts for {workload}: it was run before they were")
+    return caption(throughput_file) + markdown_table(*path_calls_rows(linear_paths))
 
 
 def serving(title: str, *labelled_files: tuple[str, ResultsFile]) -> str:
