@@ -167,6 +167,10 @@ def test_a_roofline_shows_each_linear_path_and_the_kernels_this_cpu_lacks(tmp_pa
     assert "| torch | bfloat16 x bfloat16 | 10.7 | 134 | - |" in rendered  # 512 MiB in 50 ms; 2*64*1024^2 in 1 ms
     assert "| bf16-dot-avx512 | bfloat16 x bfloat16 | 53.7 | 67 | 16 |" in rendered
     assert "Not on this CPU: bf16-weight-avx2 (needs avx2)." in rendered
+    inline = render_document("<!-- figure:gemv-bandwidth roofline.json bf16-dot-avx512 --><!-- /figure -->", tmp_path)
+    assert "-->54 GB/s<!--" in inline
+    with pytest.raises(ValueError, match="0 one-row rates of path 'bf16-weight-avx2'"):
+        render_document("<!-- figure:gemv-bandwidth roofline.json bf16-weight-avx2 --><!-- /figure -->", tmp_path)
 
 
 def test_a_profiled_run_shows_which_path_each_projection_took(tmp_path):

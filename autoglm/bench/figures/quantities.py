@@ -42,6 +42,17 @@ def decode_ratio(latency: ResultsFile, input_len: str) -> float:
     return engine["decode_tokens_per_s"] / baseline["decode_tokens_per_s"]
 
 
+def gemv_bandwidth(bounds: ResultsFile, path: str, activation_dtype: str | None = None) -> float:
+    """GB/s of weights a linear path streamed at one row in a ``bench roofline`` file."""
+    paths = Roofline.from_dict(bounds.data).linear_paths
+    rates = [rate for rate in (paths.rates if paths else []) if rate.m == 1 and rate.path == path
+             and activation_dtype in (None, rate.activation_dtype)]
+    if len(rates) != 1:
+        raise ValueError(f"{bounds.name} has {len(rates)} one-row rates of path {path!r} "
+                         f"{activation_dtype or ''}; name the activation dtype of one")
+    return rates[0].weight_bytes_per_s / 1e9
+
+
 def decode_bound_fraction(latency: ResultsFile, bounds: ResultsFile, input_len: str, side: str) -> float:
     """Decode rate over the bandwidth bound of the weights that side's decode reads."""
     result = latency_side(latency, input_len, side)

@@ -53,6 +53,7 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "ttft-speedup": (q.ttft_speedup, "{:.2f}x"),
     "decode-ratio": (q.decode_ratio, "{:.2f}x"),
     "decode-bound": (q.decode_bound_fraction, "{:.0%}"),
+    "gemv-bandwidth": (q.gemv_bandwidth, "{:.0f} GB/s"),
     "throughput-ratio": (q.throughput_ratio, "{:.2f}x"),
     "compute-bound": (q.compute_bound_fraction, "{:.0%}"),
     "prefix-cache-ttft": (q.prefix_cache_ttft_ratio, "{:.1f}x"),
