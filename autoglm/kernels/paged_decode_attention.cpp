@@ -2,41 +2,280 @@
 //
 // The portable backend gathers every sequence's cached K/V into a padded batch in each layer
 // and then runs a masked attention; at long contexts the copy costs more than the attention.
-// Here each (sequence, KV head) pair walks its block table directly: scores for all query
-// heads that share the KV head, a float32 softmax, then the weighted sum of values.
+// Here each (sequence, KV head) pair walks its block table directly, in three passes over its
+// context, with AVX-512 registers throughout:
+//   scores   each key is widened to float32 once, into a small tile of 16 keys, and every query
+//            head of the group is dotted with the whole tile; the 16 per-key vector sums are
+//            reduced together (one transpose-and-add), not one horizontal sum per score;
+//   softmax  a vectorised exp of the scores less their maximum, summed in float32;
+//   values   each value row is widened once and multiplied into every query's output row, the
+//            outputs kept in registers over a tile of positions; divided by the sum at the end.
 //
-// A bfloat16 cache (a model computed in bfloat16) is widened to float32 in the loops, exactly.
+// A bfloat16 cache (a model computed in bfloat16) is widened to float32 with a shift, exactly.
 // An int8 cache (kv_cache_dtype int8) is read the same way: each slot's K and V of a head are
-// widened to float32 in the loops and multiplied by that slot's float32 scale, so the cache is
-// never dequantized into a copy.
+// widened to float32 in the loops, and its float32 scales multiply that slot's score and its
+// softmax weight, so the cache is never dequantized into a copy.
 #include "cpu_kernels.h"
 #include <ATen/Parallel.h>
-#include <cmath>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw")  // called only on CPUs with them (ATTENTION_CPU_FLAGS)
 
-template <typename T>
-static inline float dot(const float* a, const T* b, int64_t n) {
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * static_cast<float>(b[i]);
-  return sum;
+namespace {
+
+constexpr int64_t kLanes = 16;      // floats in a register
+constexpr int kKeyTile = 16;        // keys scored together: one register of scores per query
+constexpr int64_t kValueTile = 64;  // positions summed in registers before the outputs go back to memory
+constexpr int kQueryBlock = 8;      // output rows held in registers in the value pass
+
+inline __mmask16 lanes_below(int64_t n) {
+  return n >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Up to 16 elements (those `mask` selects, zero elsewhere) widened to float32, exactly.
+inline __m512 widen(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+
+inline __m512 widen(const at::BFloat16* p, __mmask16 mask) {  // a bfloat16 is the top half of a float32
+  const __m256i bits = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+inline __m512 widen(const int8_t* p, __mmask16 mask) {
+  const __m128i bytes = _mm512_castsi512_si128(_mm512_maskz_loadu_epi8(mask, p));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
 }
 
 template <typename T>
-static inline void add_scaled(float* out, const T* v, float weight, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] += weight * static_cast<float>(v[i]);
+inline void prefetch_rows(const T* base, const int64_t* rows, int64_t count, int64_t head_dim) {
+  const int64_t bytes = head_dim * static_cast<int64_t>(sizeof(T));
+  for (int64_t t = 0; t < count; ++t) {
+    const char* row = reinterpret_cast<const char*>(base + rows[t] * head_dim);
+    for (int64_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(row + offset, _MM_HINT_T0);
+  }
+}
+
+// e^x for x <= 0 (scores less their maximum), to about one float32 rounding: x = n ln2 + r with
+// |r| <= ln2/2, e^r from its Taylor series to r^7 (truncation below 1e-8 there), times 2^n.
+inline __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // e^-104 rounds to zero anyway; a NaN passes through
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 in two parts: the first exact in n
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.f / 5040);
+  for (const float coefficient : {1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 1.f / 2, 1.f, 1.f}) {
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(coefficient));
+  }
+  return _mm512_scalef_ps(p, n);
+}
+
+// [a0+a1, a2+a3, b0+b1, b2+b3] of the 128-bit lanes of a and b.
+inline __m512 fold_lanes(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Lane j of the result is the sum of the 16 lanes of v[j]: pairs, then quads, combined within
+// 128-bit lanes, then the four 128-bit lanes folded together.
+inline __m512 sum_each(const __m512 (&v)[kKeyTile]) {
+  __m512 quads[4];  // 128-bit lane k of quads[i]: v[4i .. 4i+3], each summed over its own lane k
+  for (int i = 0; i < 4; ++i) {
+    const __m512* w = v + 4 * i;
+    const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(w[0], w[1]), _mm512_unpackhi_ps(w[0], w[1]));
+    const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(w[2], w[3]), _mm512_unpackhi_ps(w[2], w[3]));
+    quads[i] = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  return fold_lanes(fold_lanes(quads[0], quads[1]), fold_lanes(quads[2], quads[3]));
+}
+
+// One query's scores against a tile of widened keys, [kKeyTile][stride] floats, zero past head_dim.
+inline __m512 score_tile(const float* query, const float* keys, int64_t stride) {
+  __m512 acc[kKeyTile];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int64_t d = 0; d < stride; d += kLanes) {
+    const __m512 q = _mm512_loadu_ps(query + d);
+    for (int j = 0; j < kKeyTile; ++j) acc[j] = _mm512_fmadd_ps(q, _mm512_loadu_ps(keys + j * stride + d), acc[j]);
+  }
+  return sum_each(acc);
+}
+
+// NQ output rows (head_dim apart), 16 lanes of them from `d` on: += weights[q][t] * values[rows[t]].
+template <int NQ, typename T>
+void accumulate_values(float* out, const float* weights, int64_t weight_stride, const T* values,
+                       const int64_t* rows, int64_t count, int64_t head_dim, int64_t d, __mmask16 mask) {
+  __m512 acc[NQ];
+  for (int q = 0; q < NQ; ++q) acc[q] = _mm512_maskz_loadu_ps(mask, out + q * head_dim + d);
+  for (int64_t t = 0; t < count; ++t) {
+    const __m512 value = widen(values + rows[t] * head_dim + d, mask);
+    for (int q = 0; q < NQ; ++q) acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(weights[q * weight_stride + t]), value, acc[q]);
+  }
+  for (int q = 0; q < NQ; ++q) _mm512_mask_storeu_ps(out + q * head_dim + d, mask, acc[q]);
+}
+
+// accumulate_values<n + 1> at index n: the value pass picks its block of queries at run time.
+template <typename T, int... N>
+constexpr auto value_kernels(std::integer_sequence<int, N...>) {
+  return std::array{&accumulate_values<N + 1, T>...};
 }
 
 // k_scales and v_scales are [slots, kv_heads] float32, or null for a cache stored unscaled.
 template <typename T>
-static torch::Tensor decode_attention(torch::Tensor q, const T* kp, const T* vp, const float* k_scales,
-                                      const float* v_scales, int64_t kv_heads, torch::Tensor block_tables,
-                                      torch::Tensor context_lens, int64_t block_size, double scale) {
+struct PagedCache {
+  const T* keys;  // [slots, kv_heads, head_dim]
+  const T* values;
+  const float* key_scales;
+  const float* value_scales;
+  int64_t kv_heads;
+  int64_t head_dim;
+};
+
+// Buffers one thread reuses across its (sequence, KV head) items.
+struct Scratch {
+  std::vector<int64_t> rows;         // [length] the cache row (slot * kv_heads + kv_head) of each position
+  std::vector<float> queries;        // [group][padded head_dim] times the softmax scale, zero past head_dim
+  std::vector<float> keys;           // [kKeyTile][padded head_dim] widened, zero past head_dim
+  std::vector<float> weights;        // [group][length] scores, then softmax numerators (times value scales)
+  std::vector<float> totals;         // [group] the sums of the numerators
+  std::vector<float> key_scales;     // [length] for a scaled cache: each position's slot's scales
+  std::vector<float> value_scales;   // [length]
+};
+
+template <typename T>
+class GroupAttention {
+ public:
+  GroupAttention(const PagedCache<T>& cache, int64_t group, int64_t length, float softmax_scale, Scratch& s)
+      : cache_(cache), group_(group), length_(length), dim_(cache.head_dim),
+        padded_dim_(round_up(cache.head_dim, kLanes)), softmax_scale_(softmax_scale), s_(s) {}
+
+  // out [group, head_dim] = attention of `queries` [group, head_dim] over the KV head's context.
+  void run(const float* queries, float* out, const int64_t* table, int64_t block_size, int64_t kv_head) {
+    locate(table, block_size, kv_head);
+    load_queries(queries);
+    score();
+    softmax();
+    accumulate(out);
+    for (int64_t g = 0; g < group_; ++g) {
+      const __m512 inverse = _mm512_set1_ps(1.f / s_.totals[g]);
+      for (int64_t d = 0; d < dim_; d += kLanes) {
+        const __mmask16 mask = lanes_below(dim_ - d);
+        float* row = out + g * dim_ + d;
+        _mm512_mask_storeu_ps(row, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row), inverse));
+      }
+    }
+  }
+
+ private:
+  void locate(const int64_t* table, int64_t block_size, int64_t kv_head) {
+    s_.rows.resize(length_);
+    for (int64_t t = 0; t < length_; ++t) {
+      s_.rows[t] = (table[t / block_size] * block_size + t % block_size) * cache_.kv_heads + kv_head;
+    }
+    if (cache_.key_scales == nullptr) return;
+    s_.key_scales.resize(length_);
+    s_.value_scales.resize(length_);
+    for (int64_t t = 0; t < length_; ++t) {
+      s_.key_scales[t] = cache_.key_scales[s_.rows[t]];
+      s_.value_scales[t] = cache_.value_scales[s_.rows[t]];
+    }
+  }
+
+  void load_queries(const float* queries) {
+    s_.queries.resize(group_ * padded_dim_);
+    const __m512 scale = _mm512_set1_ps(softmax_scale_);
+    for (int64_t g = 0; g < group_; ++g) {
+      for (int64_t d = 0; d < padded_dim_; d += kLanes) {
+        const __m512 q = _mm512_maskz_loadu_ps(lanes_below(dim_ - d), queries + g * dim_ + d);
+        _mm512_storeu_ps(s_.queries.data() + g * padded_dim_ + d, _mm512_mul_ps(q, scale));
+      }
+    }
+  }
+
+  void score() {
+    s_.keys.resize(kKeyTile * padded_dim_);
+    s_.weights.resize(group_ * length_);
+    const int64_t* rows = s_.rows.data();
+    for (int64_t t0 = 0; t0 < length_; t0 += kKeyTile) {
+      const int64_t count = std::min<int64_t>(kKeyTile, length_ - t0);
+      prefetch_rows(cache_.keys, rows + t0 + count, std::min<int64_t>(kKeyTile, length_ - t0 - count), dim_);
+      for (int64_t j = 0; j < count; ++j) {
+        const T* key = cache_.keys + rows[t0 + j] * dim_;
+        for (int64_t d = 0; d < padded_dim_; d += kLanes) {
+          _mm512_storeu_ps(s_.keys.data() + j * padded_dim_ + d, widen(key + d, lanes_below(dim_ - d)));
+        }
+      }
+      const __mmask16 valid = lanes_below(count);
+      for (int64_t g = 0; g < group_; ++g) {
+        __m512 scores = score_tile(s_.queries.data() + g * padded_dim_, s_.keys.data(), padded_dim_);
+        if (cache_.key_scales != nullptr) {
+          scores = _mm512_mul_ps(scores, _mm512_maskz_loadu_ps(valid, s_.key_scales.data() + t0));
+        }
+        _mm512_mask_storeu_ps(s_.weights.data() + g * length_ + t0, valid, scores);
+      }
+    }
+  }
+
+  void softmax() {
+    s_.totals.resize(group_);
+    for (int64_t g = 0; g < group_; ++g) {
+      float* row = s_.weights.data() + g * length_;
+      __m512 highest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t t = 0; t < length_; t += kLanes) {
+        const __mmask16 mask = lanes_below(length_ - t);
+        highest = _mm512_mask_max_ps(highest, mask, highest, _mm512_maskz_loadu_ps(mask, row + t));
+      }
+      const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(highest));
+      __m512 total = _mm512_setzero_ps();
+      for (int64_t t = 0; t < length_; t += kLanes) {
+        const __mmask16 mask = lanes_below(length_ - t);
+        __m512 weight = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + t), shift));
+        total = _mm512_mask_add_ps(total, mask, total, weight);
+        if (cache_.value_scales != nullptr) {
+          weight = _mm512_mul_ps(weight, _mm512_maskz_loadu_ps(mask, s_.value_scales.data() + t));
+        }
+        _mm512_mask_storeu_ps(row + t, mask, weight);
+      }
+      s_.totals[g] = _mm512_reduce_add_ps(total);
+    }
+  }
+
+  void accumulate(float* out) {
+    static constexpr auto kernels = value_kernels<T>(std::make_integer_sequence<int, kQueryBlock>{});
+    const int64_t* rows = s_.rows.data();
+    for (int64_t t0 = 0; t0 < length_; t0 += kValueTile) {
+      const int64_t count = std::min(kValueTile, length_ - t0);
+      prefetch_rows(cache_.values, rows + t0 + count, std::min(kValueTile, length_ - t0 - count), dim_);
+      for (int64_t d = 0; d < dim_; d += kLanes) {
+        const __mmask16 mask = lanes_below(dim_ - d);
+        for (int64_t g0 = 0; g0 < group_; g0 += kQueryBlock) {
+          const int64_t block = std::min<int64_t>(kQueryBlock, group_ - g0);
+          kernels[block - 1](out + g0 * dim_, s_.weights.data() + g0 * length_ + t0, length_, cache_.values,
+                             rows + t0, count, dim_, d, mask);
+        }
+      }
+    }
+  }
+
+  const PagedCache<T>& cache_;
+  const int64_t group_, length_, dim_, padded_dim_;
+  const float softmax_scale_;
+  Scratch& s_;
+};
+
+template <typename T>
+torch::Tensor decode_attention(torch::Tensor q, const PagedCache<T>& cache, torch::Tensor block_tables,
+                               torch::Tensor context_lens, int64_t block_size, double scale) {
   TORCH_CHECK(block_tables.scalar_type() == torch::kLong && context_lens.scalar_type() == torch::kLong,
               "block_tables and context_lens must be int64");
   q = q.contiguous();
@@ -44,62 +283,31 @@ static torch::Tensor decode_attention(torch::Tensor q, const T* kp, const T* vp,
   context_lens = context_lens.contiguous();
   const int64_t batch = q.size(0), heads = q.size(1), head_dim = q.size(2);
   const int64_t max_blocks = block_tables.size(1);
-  TORCH_CHECK(heads % kv_heads == 0, "heads must be a multiple of kv_heads");
-  const int64_t group = heads / kv_heads;
-  auto out = torch::zeros_like(q);
-  const float* qp = q.data_ptr<float>();
+  TORCH_CHECK(heads % cache.kv_heads == 0, "heads must be a multiple of kv_heads");
+  const int64_t group = heads / cache.kv_heads;
   const int64_t* tables = block_tables.data_ptr<int64_t>();
   const int64_t* lens = context_lens.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lens[b] >= 1 && lens[b] <= max_blocks * block_size, "context length outside the block table");
+  }
+  auto out = torch::zeros_like(q);
+  const float* qp = q.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  const float softmax_scale = static_cast<float>(scale);
 
-  at::parallel_for(0, batch * kv_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
+  at::parallel_for(0, batch * cache.kv_heads, 1, [&](int64_t begin, int64_t end) {
+    Scratch scratch;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t b = item / kv_heads, kv_head = item % kv_heads;
-      const int64_t length = lens[b];
-      TORCH_CHECK(length >= 1 && length <= max_blocks * block_size, "context length outside the block table");
-      const int64_t* table = tables + b * max_blocks;
-      scores.assign(group * length, 0.f);
-      for (int64_t t = 0; t < length; ++t) {
-        const int64_t slot = table[t / block_size] * block_size + t % block_size;
-        const int64_t row = slot * kv_heads + kv_head;
-        const T* key = kp + row * head_dim;
-        const float key_scale = softmax_scale * (k_scales ? k_scales[row] : 1.f);
-        for (int64_t g = 0; g < group; ++g) {
-          const float* query = qp + (b * heads + kv_head * group + g) * head_dim;
-          scores[g * length + t] = dot(query, key, head_dim) * key_scale;
-        }
-      }
-      for (int64_t g = 0; g < group; ++g) {
-        float* row = scores.data() + g * length;
-        float highest = row[0];
-        for (int64_t t = 1; t < length; ++t) highest = std::max(highest, row[t]);
-        float total = 0.f;
-        for (int64_t t = 0; t < length; ++t) {
-          row[t] = std::exp(row[t] - highest);
-          total += row[t];
-        }
-        const float inverse = 1.f / total;
-        for (int64_t t = 0; t < length; ++t) row[t] *= inverse;
-      }
-      for (int64_t t = 0; t < length; ++t) {
-        const int64_t slot = table[t / block_size] * block_size + t % block_size;
-        const int64_t row = slot * kv_heads + kv_head;
-        const T* value = vp + row * head_dim;
-        const float value_scale = v_scales ? v_scales[row] : 1.f;
-        for (int64_t g = 0; g < group; ++g) {
-          add_scaled(op + (b * heads + kv_head * group + g) * head_dim, value, scores[g * length + t] * value_scale,
-                     head_dim);
-        }
-      }
+      const int64_t b = item / cache.kv_heads, kv_head = item % cache.kv_heads;
+      const int64_t first_row = (b * heads + kv_head * group) * head_dim;
+      GroupAttention<T>(cache, group, lens[b], static_cast<float>(scale), scratch)
+          .run(qp + first_row, op + first_row, tables + b * max_blocks, block_size, kv_head);
     }
   });
   return out;
 }
 
-static void check_cache(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                        torch::ScalarType dtype, const char* message) {
+void check_cache(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                 torch::ScalarType dtype, const char* message) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32, "q must be [batch, heads, head_dim] float32");
   TORCH_CHECK(k_cache.dim() == 3 && k_cache.scalar_type() == dtype && k_cache.is_contiguous() &&
                   v_cache.sizes() == k_cache.sizes() && v_cache.scalar_type() == dtype && v_cache.is_contiguous(),
@@ -107,12 +315,18 @@ static void check_cache(const torch::Tensor& q, const torch::Tensor& k_cache, co
   TORCH_CHECK(k_cache.size(2) == q.size(2), "head_dim of q and of the cache must match");
 }
 
+template <typename T>
+PagedCache<T> unscaled(const torch::Tensor& k_cache, const torch::Tensor& v_cache) {
+  return {k_cache.data_ptr<T>(), v_cache.data_ptr<T>(), nullptr, nullptr, k_cache.size(1), k_cache.size(2)};
+}
+
+}  // namespace
+
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                                      torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
                                      double scale) {
   check_cache(q, k_cache, v_cache, torch::kFloat32, "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] float32");
-  return decode_attention<float>(q, k_cache.data_ptr<float>(), v_cache.data_ptr<float>(), nullptr, nullptr,
-                                 k_cache.size(1), block_tables, context_lens, block_size, scale);
+  return decode_attention(q, unscaled<float>(k_cache, v_cache), block_tables, context_lens, block_size, scale);
 }
 
 torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
@@ -120,9 +334,8 @@ torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache
                                           double scale) {
   check_cache(q, k_cache, v_cache, torch::kBFloat16,
               "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] bfloat16");
-  return decode_attention<at::BFloat16>(q, k_cache.data_ptr<at::BFloat16>(), v_cache.data_ptr<at::BFloat16>(),
-                                        nullptr, nullptr, k_cache.size(1), block_tables, context_lens, block_size,
-                                        scale);
+  return decode_attention(q, unscaled<at::BFloat16>(k_cache, v_cache), block_tables, context_lens, block_size,
+                          scale);
 }
 
 torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
@@ -133,9 +346,9 @@ torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache
   TORCH_CHECK(k_scales.scalar_type() == torch::kFloat32 && k_scales.is_contiguous() && k_scales.sizes() == scale_shape &&
                   v_scales.scalar_type() == torch::kFloat32 && v_scales.is_contiguous() && v_scales.sizes() == scale_shape,
               "k_scales and v_scales must be contiguous [slots, kv_heads] float32");
-  return decode_attention<int8_t>(q, k_cache.data_ptr<int8_t>(), v_cache.data_ptr<int8_t>(), k_scales.data_ptr<float>(),
-                                  v_scales.data_ptr<float>(), k_cache.size(1), block_tables, context_lens, block_size,
-                                  scale);
+  const PagedCache<int8_t> cache{k_cache.data_ptr<int8_t>(), v_cache.data_ptr<int8_t>(), k_scales.data_ptr<float>(),
+                                 v_scales.data_ptr<float>(), k_cache.size(1), k_cache.size(2)};
+  return decode_attention(q, cache, block_tables, context_lens, block_size, scale);
 }
 
 #pragma GCC pop_options
