@@ -68,15 +68,18 @@ def test_in_place_decode_attention_matches_the_gathered_one(cpu_kernels, heads, 
 
 
 def test_decode_attention_softmax_holds_over_scores_hundreds_apart(cpu_kernels):
-    """Scores spread over hundreds: most weights underflow to zero in the kernel's exp, as in PyTorch's."""
+    """Scores spread over hundreds: most weights underflow to zero in the kernel's exp, as in PyTorch's.
+    A score of a few hundred carries a float32 rounding of ~1e-5 in either implementation, which moves its
+    softmax weight by as much relative to it: hence 1e-4 here, against 1e-5 for scores of unit size."""
+    generator = torch.Generator().manual_seed(0)
     num_blocks = sum(CONTEXT_LENS) + 3
-    k_cache = torch.randn(num_blocks, 2, 64)
-    v_cache = torch.randn(num_blocks, 2, 64)
-    q = torch.randn(len(CONTEXT_LENS), 14, 64) * 40
+    k_cache = torch.randn(num_blocks, 2, 64, generator=generator)
+    v_cache = torch.randn(num_blocks, 2, 64, generator=generator)
+    q = torch.randn(len(CONTEXT_LENS), 14, 64, generator=generator) * 40
     metadata = decode_metadata(CONTEXT_LENS, 1, num_blocks)
     expected = gathered_attention(q, k_cache, v_cache, metadata, scale=0.3)
     got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_kernel_refuses_a_context_longer_than_its_block_table(cpu_kernels):
