@@ -172,7 +172,7 @@ def ab(comparison: ResultsFile) -> str:
 
 def kv_cache_accuracy(accuracy: ResultsFile) -> str:
     """A ``bench kv-accuracy`` file: each kv_cache_dtype's bytes, perplexity and agreement with ``auto``."""
-    return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data))
+    return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data), text_columns=2)
 
 
 def soak(soak_file: ResultsFile) -> str:
