@@ -228,7 +228,7 @@ def _quant_memory(args: argparse.Namespace) -> int:
 
 def _add_quant_memory(subparsers) -> None:
     parser = subparsers.add_parser(
-        "quant-memory", help="bytes the engine's model holds with float, int8 and int4 weights, LM head quantized or not")
+        "quant-memory", help="bytes the engine's model holds in float, int8 and int4, the LM head quantized or not")
     parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
     parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
     parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
