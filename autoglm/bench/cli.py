@@ -219,9 +219,25 @@ def _add_quant_accuracy(subparsers) -> None:
     parser.set_defaults(handler=_quant_accuracy)
 
 
+def _quant_memory(args: argparse.Namespace) -> int:
+    from autoglm.bench.quant_memory import measure_quant_memory, report_quant_memory
+
+    report_quant_memory(measure_quant_memory(args.model, args.group_size), args.output_json)
+    return 0
+
+
+def _add_quant_memory(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "quant-memory", help="bytes the engine's model holds in float, int8 and int4, the LM head quantized or not")
+    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
+    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
+    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
+    parser.set_defaults(handler=_quant_memory)
+
+
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
                                   add_soak_command, add_ab_command, add_kv_accuracy_command, _add_quant_kernels,
-                                  _add_quant_accuracy]
+                                  _add_quant_accuracy, _add_quant_memory]
 
 
 def add_bench_commands(subparsers) -> None:

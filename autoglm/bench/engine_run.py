@@ -6,8 +6,10 @@ from statistics import mean, median
 
 from autoglm.bench.report import dtype_name
 from autoglm.bench.results import EngineThroughputResult
+from autoglm.bench.roofline import WeightFormat
 from autoglm.bench.workloads import Workload
 from autoglm.config import AutoGLMConfig
+from autoglm.engine.llm_engine import LLMEngine
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
 from autoglm.progress import show_progress
@@ -23,6 +25,16 @@ def bench_llm(config: AutoGLMConfig) -> LLM:
     if llm.engine.device.type == "cpu":
         wait_for_cpu_kernels(KERNEL_BUILD_WAIT_S)
     return llm
+
+
+def decode_weight_format(engine: LLMEngine) -> WeightFormat:
+    """What the engine's decode steps read: the projections' weights (with their group size when
+    quantized) and the LM head's, which quantization leaves in float unless ``quantize_lm_head``."""
+    methods = engine.linear_methods
+    int_format = getattr(methods.layers, "weight_format", None)
+    return WeightFormat(dtype_name(methods.layers.decode_weight_dtype(engine.dtype)),
+                        None if int_format is None else int_format.group_size,
+                        dtype_name(methods.lm_head.decode_weight_dtype(engine.dtype)))
 
 
 def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
@@ -58,4 +70,6 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
         prefix_cache_hit_rate=cache_hits / cache_queries if cache_queries else 0.0,
         compute_dtype=dtype_name(llm.engine.dtype),
         profile=profiler.result(),
+        weights=decode_weight_format(llm.engine).label,
+        kv_cache_dtype=llm.engine.config.kv_cache_dtype,
     )

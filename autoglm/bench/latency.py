@@ -17,10 +17,10 @@ import torch
 from transformers import PreTrainedModel
 
 from autoglm.bench.baseline import generate_batch, load_transformers_model
-from autoglm.bench.engine_run import bench_llm
+from autoglm.bench.engine_run import bench_llm, decode_weight_format
 from autoglm.bench.profile_report import profile_table
 from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
-from autoglm.bench.roofline import ModelWeights, Roofline, count_weights, load_roofline
+from autoglm.bench.roofline import ModelWeights, Roofline, WeightFormat, count_weights, load_roofline
 from autoglm.bench.throughput import BASELINE_SIDE, ENGINE_SIDE, prompt_token_ids
 from autoglm.bench.timing import timed_seconds
 from autoglm.bench.workloads import BenchRequest, Workload
@@ -56,6 +56,12 @@ class LatencyResult:
     ttft_s: list[float]
     e2e_s: list[float]  # until the last token
     profile: StepProfile | None = None  # the engine's steps over the timed requests, with ``--profile``
+    weight_group_size: int | None = None  # int8/int4: input columns per scale; None: one per output row
+    lm_head_weight_dtype: str | None = None  # None: as ``weight_dtype``
+
+    @property
+    def weight_format(self) -> WeightFormat:
+        return WeightFormat(self.weight_dtype, self.weight_group_size, self.lm_head_weight_dtype)
 
     @property
     def mean_ttft_s(self) -> float:
@@ -91,10 +97,10 @@ class DecodeBounds:
     weights: ModelWeights
 
     def bound_tokens_per_s(self, result: LatencyResult) -> float:
-        return self.roofline.decode_bound(self.weights, result.weight_dtype)
+        return self.roofline.decode_bound(self.weights, result.weight_format)
 
     def fraction(self, result: LatencyResult) -> float:
-        return self.roofline.decode_fraction(result.decode_tokens_per_s, self.weights, result.weight_dtype)
+        return self.roofline.decode_fraction(result.decode_tokens_per_s, self.weights, result.weight_format)
 
 
 def latency_ratios(engine: LatencyResult, baseline: LatencyResult) -> dict[str, float]:
@@ -151,13 +157,16 @@ def engine_latency(llm: LLM, requests: list[BenchRequest]) -> LatencyResult:
     outputs = [generate(request) for request in timed]
     Workload("latency", timed).check_output_lengths([len(o.outputs[0].token_ids) for o in outputs], "the engine")
     metrics = [output.metrics for output in outputs]
+    weight_format = decode_weight_format(llm.engine)
     return LatencyResult(
         compute_dtype=dtype_name(llm.engine.dtype),
-        weight_dtype=dtype_name(llm.engine.decode_weight_dtype),
+        weight_dtype=weight_format.dtype,
         output_len=requests[0].max_tokens,
         ttft_s=[m.first_token_time - m.arrival_time for m in metrics],
         e2e_s=[m.finished_time - m.arrival_time for m in metrics],
         profile=profiler.result(),
+        weight_group_size=weight_format.group_size,
+        lm_head_weight_dtype=weight_format.lm_head_dtype,
     )
 
 
@@ -226,7 +235,7 @@ def latency_table(comparisons: list[LengthComparison], bounds: DecodeBounds | No
     rows = []
     for comparison in comparisons:
         for side, result in comparison.sides():
-            row = [str(comparison.input_len), side, result.compute_dtype, result.weight_dtype,
+            row = [str(comparison.input_len), side, result.compute_dtype, result.weight_format.label,
                    f"{result.mean_ttft_s * MS:.1f}", f"{result.median_ttft_s * MS:.1f}",
                    f"{result.decode_tokens_per_s:.1f}"]
             rows.append(row + ([f"{bounds.fraction(result):.1%}"] if bounds is not None else []))

@@ -42,6 +42,8 @@ class EngineThroughputResult(ThroughputResult):
     prefix_cache_hit_rate: float  # prompt tokens served from the cache / prompt tokens looked up
     compute_dtype: str  # float32 where the CPU would only emulate the requested half precision
     profile: StepProfile | None = None  # where the steps' time went, with ``--profile``
+    weights: str = ""  # what a decode step reads: ``bfloat16``, ``int8, bfloat16 head`` (see WeightFormat.label)
+    kv_cache_dtype: str = "auto"
 
     def to_dict(self) -> dict[str, Any]:
         fields = super().to_dict()

@@ -5,6 +5,7 @@ memory bandwidth / weight bytes per token. A large batch shares that read and is
 matrix-multiply speed instead: 2 FLOPs per weight per token. Both bounds ignore attention
 over the KV cache, small at short contexts. The embedding table is a row lookup, not a
 matmul, so it counts in neither bound; the lm_head, tied to it or not, counts in both.
+Quantized weights (:class:`WeightFormat`) are read as their integer bytes plus their scales.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from safetensors import safe_open
 from autoglm.bench.linear_paths import LinearPathRate, LinearPaths, linear_paths_table, measure_linear_paths
 from autoglm.bench.report import RECORDED_CPU_FLAGS, dtype_name, format_table, machine_info, write_json
 from autoglm.bench.timing import best_seconds_per_call
+from autoglm.models.linear_method.int_selection import INT4_DEFAULT_GROUP_SIZE
 from autoglm.models.loader import safetensors_files
 from autoglm.platforms import compute_dtype, cpu_has_flags, cpu_model, disabled_cpu_flags
 
@@ -53,6 +55,57 @@ class MatmulRate:
     flops_per_s: float
 
 
+# What one weight and one scale of each integer format cost a decode step on the CPU: int8 values with
+# one 16-bit scale per group; PyTorch's int4 packing (two weights a byte) with a 16-bit scale and zero per group.
+INT_WEIGHT_BYTES = {"int8": 1.0, "int4": 0.5}
+INT_SCALE_BYTES = {"int8": 2, "int4": 4}
+SMALL_TENSOR_DTYPE = "bfloat16"  # norms and biases beside quantized weights stay in the 16-bit dtype
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """What a decode step reads the weights as: a float dtype, or ``int8``/``int4`` with one scale per
+    ``group_size`` input columns (None: one per output row); the LM head in ``lm_head_dtype`` (None: the same)."""
+
+    dtype: str
+    group_size: int | None = None
+    lm_head_dtype: str | None = None
+
+    @classmethod
+    def of(cls, value: WeightFormat | str) -> WeightFormat:
+        return value if isinstance(value, WeightFormat) else cls(value)
+
+    @property
+    def head_dtype(self) -> str:
+        return self.lm_head_dtype or self.dtype
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype in INT_WEIGHT_BYTES or self.head_dtype in INT_WEIGHT_BYTES
+
+    @property
+    def label(self) -> str:
+        """``bfloat16``; ``int4 g128, bfloat16 head``; ``int8, int8 head``."""
+        if not self.quantized and self.head_dtype == self.dtype:
+            return self.dtype
+        grouped = f" g{self.group_size}" if self.group_size is not None and self.dtype in INT_WEIGHT_BYTES else ""
+        return f"{self.dtype}{grouped}, {self.head_dtype} head"
+
+
+@dataclass(frozen=True)
+class MatrixSizes:
+    """Weight matrices: their parameters, and their output rows (one scale each when quantized per row)."""
+
+    params: int
+    rows: int
+
+    def bytes_as(self, dtype: str, group_size: int | None) -> float:
+        if dtype not in INT_WEIGHT_BYTES:
+            return self.params * getattr(torch, dtype).itemsize
+        scales = self.rows if group_size is None else self.params // group_size
+        return self.params * INT_WEIGHT_BYTES[dtype] + scales * INT_SCALE_BYTES[dtype]
+
+
 @dataclass(frozen=True)
 class ModelWeights:
     """Parameter counts of a checkpoint, read from its safetensors headers (no weight is loaded)."""
@@ -60,21 +113,48 @@ class ModelWeights:
     total_params: int
     embedding_params: int
     per_token_params: int  # weights every token multiplies: all but the embedding table, lm_head included
+    projections: MatrixSizes | None = None  # the decoder's linear layers: what quantization turns to integers
+    lm_head: MatrixSizes | None = None  # the embedding's when tied
 
-    def bytes_per_token(self, dtype: str) -> int:
-        return self.per_token_params * getattr(torch, dtype).itemsize
+    def bytes_per_token(self, weight_format: WeightFormat | str) -> float:
+        """Bytes a decode step reads: every per-token weight once, integer ones with their scales."""
+        weight_format = WeightFormat.of(weight_format)
+        if not weight_format.quantized and weight_format.head_dtype == weight_format.dtype:
+            return self.per_token_params * getattr(torch, weight_format.dtype).itemsize
+        if self.projections is None or self.lm_head is None:
+            raise ValueError(f"the weights were counted without their matrix sizes, which {weight_format.label} "
+                             "weights need; measure them again with `autoglm bench roofline --model`")
+        small_params = self.per_token_params - self.projections.params - self.lm_head.params
+        small_dtype = weight_format.dtype if weight_format.dtype not in INT_WEIGHT_BYTES else SMALL_TENSOR_DTYPE
+        return (self.projections.bytes_as(weight_format.dtype, weight_format.group_size)
+                + self.lm_head.bytes_as(weight_format.head_dtype, weight_format.group_size)
+                + small_params * getattr(torch, small_dtype).itemsize)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelWeights:
+        matrices = {name: MatrixSizes(**data[name]) for name in ("projections", "lm_head") if data.get(name)}
+        return cls(**{**data, **matrices})
 
 
 def count_weights(model_dir: str | Path) -> ModelWeights:
     """A checkpoint without an ``lm_head`` tensor ties it to the embedding, which it then reads per token."""
-    sizes: dict[str, int] = {}
+    shapes: dict[str, list[int]] = {}
     for file in safetensors_files(Path(model_dir)):
         with safe_open(str(file), framework="pt") as reader:
-            sizes.update({name: math.prod(reader.get_slice(name).get_shape()) for name in reader.keys()})
+            shapes.update({name: reader.get_slice(name).get_shape() for name in reader.keys()})
+    sizes = {name: math.prod(shape) for name, shape in shapes.items()}
     total = sum(sizes.values())
-    embedding = sum(size for name, size in sizes.items() if name.endswith(EMBEDDING_SUFFIX))
-    tied_lm_head = 0 if any(name.endswith(LM_HEAD_SUFFIX) for name in sizes) else embedding
-    return ModelWeights(total, embedding, total - embedding + tied_lm_head)
+    embeddings = [name for name in sizes if name.endswith(EMBEDDING_SUFFIX)]
+    heads = [name for name in sizes if name.endswith(LM_HEAD_SUFFIX)] or embeddings
+    embedding = sum(sizes[name] for name in embeddings)
+    tied_lm_head = embedding if heads == embeddings else 0
+    projections = [name for name, shape in shapes.items()
+                   if len(shape) == 2 and name not in embeddings and name not in heads]
+
+    def matrices(names: list[str]) -> MatrixSizes:
+        return MatrixSizes(sum(sizes[name] for name in names), sum(shapes[name][0] for name in names))
+
+    return ModelWeights(total, embedding, total - embedding + tied_lm_head, matrices(projections), matrices(heads))
 
 
 @dataclass(frozen=True)
@@ -101,28 +181,38 @@ class Roofline:
             raise ValueError(f"no {dtype} matmul was measured; measured: {', '.join(self.dtypes)}")
         return max(rates, key=lambda rate: rate.flops_per_s)
 
-    def decode_bound(self, weights: ModelWeights, dtype: str) -> float:
+    def decode_bound(self, weights: ModelWeights, weight_format: WeightFormat | str) -> float:
         """Tokens/s of batch-1 decode if reading the weights were the only cost."""
-        return self.read_bytes_per_s / weights.bytes_per_token(dtype)
+        return self.read_bytes_per_s / weights.bytes_per_token(weight_format)
 
     def compute_bound(self, weights: ModelWeights, dtype: str) -> float:
         """Tokens/s of a batch large enough that only the matmuls' FLOPs count."""
         return self.best_matmul(dtype).flops_per_s / (2 * weights.per_token_params)
 
-    def decode_fraction(self, tokens_per_s: float, weights: ModelWeights, dtype: str) -> float:
+    def decode_fraction(self, tokens_per_s: float, weights: ModelWeights, weight_format: WeightFormat | str) -> float:
         """How close a measured batch-1 decode rate came to its bandwidth bound."""
-        return tokens_per_s / self.decode_bound(weights, dtype)
+        return tokens_per_s / self.decode_bound(weights, weight_format)
+
+    def weight_formats(self) -> list[WeightFormat]:
+        """Each measured dtype; with the model's matrix sizes, int8 and int4 at the engine's default group
+        sizes too, their LM head quantized or in the engine's dtype (their large batches compute in it)."""
+        formats = [WeightFormat(dtype) for dtype in self.dtypes]
+        if self.weights is not None and self.weights.projections is not None:
+            for dtype, group_size in (("int8", None), ("int4", INT4_DEFAULT_GROUP_SIZE)):
+                formats += [WeightFormat(dtype, group_size, head) for head in (self.engine_dtype, dtype)]
+        return formats
 
     def bounds(self) -> dict[str, dict[str, float]]:
         if self.weights is None:
             return {}
         return {
-            dtype: {
-                "weight_bytes_per_token": self.weights.bytes_per_token(dtype),
-                "decode_tokens_per_s": self.decode_bound(self.weights, dtype),
-                "batched_tokens_per_s": self.compute_bound(self.weights, dtype),
+            weight_format.label: {
+                "weight_bytes_per_token": self.weights.bytes_per_token(weight_format),
+                "decode_tokens_per_s": self.decode_bound(self.weights, weight_format),
+                "batched_tokens_per_s": self.compute_bound(
+                    self.weights, self.engine_dtype if weight_format.quantized else weight_format.dtype),
             }
-            for dtype in self.dtypes
+            for weight_format in self.weight_formats()
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,7 +223,7 @@ class Roofline:
         values = {field.name: data[field.name] for field in fields(cls) if field.name in data}
         values["matmuls"] = [MatmulRate(**rate) for rate in values["matmuls"]]
         if values.get("weights") is not None:
-            values["weights"] = ModelWeights(**values["weights"])
+            values["weights"] = ModelWeights.from_dict(values["weights"])
         if values.get("linear_paths") is not None:
             paths = values["linear_paths"]
             values["linear_paths"] = LinearPaths([LinearPathRate(**rate) for rate in paths["rates"]],
@@ -211,7 +301,7 @@ def bounds_table(roofline: Roofline) -> str:
         label = f"{dtype} (engine)" if dtype == roofline.engine_dtype else dtype
         rows.append([label, f"{bound['weight_bytes_per_token'] / 2**20:.1f}",
                      f"{bound['decode_tokens_per_s']:.1f}", f"{bound['batched_tokens_per_s']:.1f}"])
-    header = ["dtype", "weight MiB/token", "batch-1 decode bound (tok/s)", "batched compute bound (tok/s)"]
+    header = ["weights", "weight MiB/token", "batch-1 decode bound (tok/s)", "batched compute bound (tok/s)"]
     return format_table(header, rows, text_columns=1)
 
 

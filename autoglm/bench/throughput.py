@@ -146,7 +146,8 @@ def throughput_table(comparisons: list[WorkloadComparison]) -> str:
 def engine_summary(comparison: WorkloadComparison) -> str:
     result = comparison.engine
     summary = (
-        f"{comparison.workload.name}: engine computes in {result.compute_dtype}, median TTFT "
+        f"{comparison.workload.name}: engine computes in {result.compute_dtype} with {result.weights} weights and "
+        f"kv_cache_dtype {result.kv_cache_dtype}, median TTFT "
         f"{result.median_ttft_s:.3f} s (mean {result.mean_ttft_s:.3f}), {result.num_preemptions} preemptions, "
         f"prefix cache hit rate {result.prefix_cache_hit_rate:.1%}"
     )

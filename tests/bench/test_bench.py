@@ -182,6 +182,21 @@ def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_pat
     assert sides["autoglm"]["output_tokens"] == 2 * 4
 
 
+def test_throughput_records_the_quantization_and_kv_cache_it_ran_with(narrow_model, tmp_path, capsys):
+    report_file = tmp_path / "bench.json"
+    main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "2",
+          "--length-scale", QUICK_LENGTH_SCALE, "--baseline", "none", "--quantization", "int4",
+          "--quantization-group-size", "32", "--quantize-lm-head", "--kv-cache-dtype", "int8",
+          "--output-json", str(report_file)])
+    report = json.loads(report_file.read_text())
+    settings = report["settings"]["engine"]
+    assert (settings["quantization"], settings["quantization_group_size"], settings["kv_cache_dtype"]) == (
+        "int4", 32, "int8")
+    engine = report["workloads"]["fixed"]["autoglm"]
+    assert (engine["weights"], engine["kv_cache_dtype"]) == ("int4 g32, int4 head", "int8")
+    assert "with int4 g32, int4 head weights and kv_cache_dtype int8" in capsys.readouterr().out
+
+
 def test_throughput_from_the_command_line_shows_each_sides_progress(narrow_model, capsys):
     assert autoglm_main(["bench", "throughput", "--model", str(narrow_model), "--workload", "fixed",
                          "--num-prompts", "2", "--length-scale", QUICK_LENGTH_SCALE]) == 0

@@ -180,3 +180,18 @@ def test_a_profiled_run_shows_which_path_each_projection_took(tmp_path):
     rendered = render_document("<!-- figures:linear-path-calls throughput.json mixed --><!-- /figures -->", tmp_path)
     assert "| projection | bf16-dot-avx512 | torch |" in rendered
     assert "| qkv_proj | 30 | 2 |" in rendered and "| lm_head | 0 | 4 |" in rendered
+
+
+def test_a_quantized_decode_is_bounded_by_the_bytes_its_weights_and_head_take(tmp_path):
+    from tests.bench.test_roofline import ROOFLINE  # 8 GB/s; int8 weights with a bfloat16 head read 1,400 bytes
+    (tmp_path / "roofline.json").write_text(json.dumps(ROOFLINE.to_dict()))
+    side = {"compute_dtype": "bfloat16", "weight_dtype": "int8", "weight_group_size": None,
+            "lm_head_weight_dtype": "bfloat16", "mean_ttft_s": 0.5, "decode_tokens_per_s": 8e9 / 1_400 / 2}
+    settings = {"engine": {"quantization": "int8", "quantization_group_size": None, "quantize_lm_head": False,
+                           "kv_cache_dtype": "int8"}}
+    (tmp_path / "latency.json").write_text(json.dumps({"machine": CPU, "settings": settings,
+                                                       "input_lens": {"128": {"autoglm": side}}}))
+    text = "<!-- figure:decode-bound latency.json roofline.json 128 autoglm --><!-- /figure -->"
+    assert ">50%<" in render_document(text, tmp_path)
+    table = render_document("<!-- figures:latency latency.json -->\n<!-- /figures -->\n", tmp_path)
+    assert "The engine ran with int8 weights, the LM head in float and kv_cache_dtype int8." in table

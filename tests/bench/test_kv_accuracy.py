@@ -7,7 +7,8 @@ import pytest
 
 from autoglm.bench.cli import main as bench_main
 from autoglm.bench.figures.command import main as figures_main
-from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, window_starts
+from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, results_document, window_starts
+from autoglm.bench.kv_accuracy.summary import summary_rows
 from autoglm.config import AutoGLMConfig
 from autoglm.corpus import read_corpus
 from tests.tiny_models import make_tiny_checkpoint
@@ -33,6 +34,20 @@ def test_each_kv_cache_dtype_is_compared_with_the_auto_cache(tmp_path):
     assert int8.top1_agreement > 0.9
     assert auto.kv_cache_bytes_per_token > int8.kv_cache_bytes_per_token > fp8.kv_cache_bytes_per_token
     assert abs(int8.loss_per_token - auto.loss_per_token) < 0.05
+
+
+def test_quantized_weights_run_with_each_cache_against_float_weights_and_the_auto_cache(tmp_path):
+    model_dir = make_tiny_checkpoint("llama", tmp_path)
+    config = AutoGLMConfig(model=str(model_dir), dtype="float32", max_context_len=64, quantization="int8")
+    results = measure_kv_accuracy(config, ["auto", "int8"], read_corpus().held_out[:1500], num_positions=100)
+    reference, int8_weights, both = results
+    assert [(result.quantization, result.kv_cache_dtype) for result in results] == [
+        ("none", "auto"), ("int8", "auto"), ("int8", "int8")]
+    assert (reference.top1_agreement, reference.mean_kl_divergence) == (1.0, 0.0)
+    assert 0 < int8_weights.mean_kl_divergence < 0.1 and 0 < both.mean_kl_divergence < 0.1
+    document = results_document(config, results, 100, 1500, {})
+    assert list(document["kv_cache_dtypes"]) == ["auto", "int8 weights, auto", "int8 weights, int8"]
+    assert [row[:2] for row in summary_rows(document)] == [["float32", "auto"], ["int8", "auto"], ["int8", "int8"]]
 
 
 def test_the_quantization_document_matches_its_results_files(capsys):

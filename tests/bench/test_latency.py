@@ -8,7 +8,7 @@ import pytest
 
 from autoglm.bench.cli import main
 from autoglm.bench.latency import DecodeBounds, LatencyResult, latency_ratios, latency_requests
-from autoglm.bench.roofline import MatmulRate, Roofline, count_weights
+from autoglm.bench.roofline import MatmulRate, Roofline, WeightFormat, count_weights
 from tests.bench.test_roofline import ROOFLINE, WEIGHTS
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -118,3 +118,33 @@ def test_latency_profile_covers_the_timed_requests_only(tiny_model, tmp_path, ca
     assert profile["num_steps"] == 2 * engine["output_len"]  # a prefill step then one per further token, twice
     assert 0 < profile["phases_s"]["forward"] < profile["step_s"] <= sum(engine["e2e_s"])
     assert "where a step's time goes" in capsys.readouterr().out
+
+
+def test_quantized_weights_are_bounded_by_their_integer_bytes_and_the_head_they_read():
+    bounds = DecodeBounds(ROOFLINE, WEIGHTS)  # 8 GB/s; WEIGHTS spells out its matrices
+    for head, expected_bytes in (("bfloat16", 1_400), ("int8", 1_100)):
+        result = LatencyResult("bfloat16", "int8", 11, ttft_s=[0.1], e2e_s=[0.1 + 10 / 1e6],
+                               lm_head_weight_dtype=head)
+        assert bounds.bound_tokens_per_s(result) == pytest.approx(8e9 / expected_bytes)
+    int4 = LatencyResult("bfloat16", "int4", 11, ttft_s=[0.1], e2e_s=[0.1 + 10 / 1e6], weight_group_size=32,
+                         lm_head_weight_dtype="int4")
+    assert bounds.fraction(int4) == pytest.approx(1e6 / (8e9 / 680))
+
+
+@pytest.mark.parametrize("head_flags", [[], ["--quantize-lm-head"]])
+def test_latency_records_the_quantization_and_kv_cache_it_ran_with(tiny_model, roofline_file, tmp_path, capsys,
+                                                                   one_torch_thread, head_flags):
+    report_file = tmp_path / "latency.json"
+    assert main(["latency", "--model", str(tiny_model), "--input-lens", "8", "--num-iters", "1", *TINY_RUN,
+                 "--baseline", "none", "--quantization", "int8", "--kv-cache-dtype", "int8", *head_flags,
+                 "--roofline", str(roofline_file), "--output-json", str(report_file)]) == 0
+    report = json.loads(report_file.read_text())
+    engine_settings = report["settings"]["engine"]
+    assert (engine_settings["quantization"], engine_settings["kv_cache_dtype"]) == ("int8", "int8")
+    engine = report["input_lens"]["8"]["autoglm"]
+    head = "int8" if head_flags else engine["lm_head_weight_dtype"]
+    assert (engine["weight_dtype"], engine["weight_group_size"], engine["lm_head_weight_dtype"]) == ("int8", None, head)
+    assert head in ("int8", "bfloat16", "float32")
+    weight_bytes = count_weights(tiny_model).bytes_per_token(WeightFormat("int8", None, head))
+    assert engine["decode_bound_tokens_per_s"] == pytest.approx(2e9 / weight_bytes)
+    assert f"int8, {head} head" in capsys.readouterr().out

@@ -9,12 +9,23 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
-from autoglm.bench.roofline import QUICK_SIZES, MatmulRate, ModelWeights, Roofline, count_weights, load_roofline
+from autoglm.bench.roofline import (
+    QUICK_SIZES,
+    MatmulRate,
+    MatrixSizes,
+    ModelWeights,
+    Roofline,
+    WeightFormat,
+    count_weights,
+    load_roofline,
+)
 from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, kernel_named
 from autoglm.platforms import cpu_has_native_matmul, cpu_model
 from tests.tiny_models import make_tiny_checkpoint
 
-WEIGHTS = ModelWeights(total_params=1_500, embedding_params=500, per_token_params=1_000)
+# 20 rows x 32 columns of projections, a 10 x 32 LM head, and 40 parameters of norms and biases
+WEIGHTS = ModelWeights(total_params=1_500, embedding_params=500, per_token_params=1_000,
+                       projections=MatrixSizes(640, 20), lm_head=MatrixSizes(320, 10))
 ROOFLINE = Roofline(
     device="cpu",
     num_threads=4,
@@ -37,21 +48,27 @@ def untied_model(tmp_path_factory):
 
 
 # ---- parameter counts ----------------------------------------------------------------
-def parameter_counts(folder) -> tuple[int, int]:
-    """Total and embedding parameters as transformers counts them (a tied lm_head once)."""
+def parameter_counts(folder) -> tuple[int, int, MatrixSizes, MatrixSizes]:
+    """Total and embedding parameters as transformers counts them (a tied lm_head once), and the
+    sizes of the decoder's linear layers and of the LM head."""
     model = AutoModelForCausalLM.from_pretrained(folder)
-    return sum(p.numel() for p in model.parameters()), model.get_input_embeddings().weight.numel()
+    linears = [module.weight for name, module in model.named_modules()
+               if isinstance(module, torch.nn.Linear) and name != "lm_head"]
+    head = model.get_output_embeddings().weight
+    return (sum(p.numel() for p in model.parameters()), model.get_input_embeddings().weight.numel(),
+            MatrixSizes(sum(w.numel() for w in linears), sum(w.shape[0] for w in linears)),
+            MatrixSizes(head.numel(), head.shape[0]))
 
 
 def test_an_untied_lm_head_counts_and_the_embedding_does_not(untied_model):
-    total, embedding = parameter_counts(untied_model)
-    assert count_weights(untied_model) == ModelWeights(total, embedding, total - embedding)
+    total, embedding, projections, lm_head = parameter_counts(untied_model)
+    assert count_weights(untied_model) == ModelWeights(total, embedding, total - embedding, projections, lm_head)
 
 
 def test_a_tied_lm_head_reads_the_embedding_every_token(tmp_path):
     folder = make_tiny_checkpoint("llama", tmp_path, tie_word_embeddings=True)
-    total, embedding = parameter_counts(folder)
-    assert count_weights(folder) == ModelWeights(total, embedding, total)
+    total, embedding, projections, lm_head = parameter_counts(folder)
+    assert count_weights(folder) == ModelWeights(total, embedding, total, projections, lm_head)
 
 
 def test_a_sharded_checkpoint_counts_as_one(untied_model, tmp_path):
@@ -71,6 +88,38 @@ def test_bounds_from_bandwidth_flops_and_parameters():
     assert ROOFLINE.decode_fraction(1e6, WEIGHTS, "float32") == pytest.approx(0.5)
     assert ROOFLINE.bounds()["bfloat16"] == pytest.approx(
         {"weight_bytes_per_token": 2_000, "decode_tokens_per_s": 4e6, "batched_tokens_per_s": 4e8})
+
+
+@pytest.mark.parametrize("weight_format, expected", [
+    # int8: a byte a weight, a 2-byte scale per row; the 40 norm and bias parameters in 2 bytes
+    (WeightFormat("int8", None, "bfloat16"), 640 + 20 * 2 + 320 * 2 + 40 * 2),
+    (WeightFormat("int8", None, "int8"), 640 + 20 * 2 + 320 + 10 * 2 + 40 * 2),
+    (WeightFormat("int8", 16, "int8"), 640 + 40 * 2 + 320 + 20 * 2 + 40 * 2),
+    # int4: half a byte a weight, a 2-byte scale and a 2-byte zero per group of 32 columns
+    (WeightFormat("int4", 32, "bfloat16"), 320 + 20 * 4 + 320 * 2 + 40 * 2),
+    (WeightFormat("int4", 32, "int4"), 320 + 20 * 4 + 160 + 10 * 4 + 40 * 2),
+    # float projections, a float32 head
+    (WeightFormat("bfloat16", None, "float32"), 640 * 2 + 320 * 4 + 40 * 2),
+])
+def test_quantized_weights_read_their_bytes_and_scales(weight_format, expected):
+    assert WEIGHTS.bytes_per_token(weight_format) == expected
+    assert ROOFLINE.decode_bound(WEIGHTS, weight_format) == pytest.approx(8e9 / expected)
+
+
+def test_the_bounds_list_int8_and_int4_with_and_without_a_quantized_head():
+    bounds = ROOFLINE.bounds()
+    assert list(bounds) == ["float32", "bfloat16", "int8, float32 head", "int8, int8 head",
+                            "int4 g128, float32 head", "int4 g128, int4 head"]
+    assert bounds["int8, int8 head"]["weight_bytes_per_token"] == 640 + 40 + 320 + 20 + 80
+    assert bounds["int8, int8 head"]["batched_tokens_per_s"] == pytest.approx(4e11 / 2_000)  # dequantized: float32
+
+
+def test_weights_counted_before_matrix_sizes_bound_float_only():
+    old = ModelWeights.from_dict({"total_params": 1_500, "embedding_params": 500, "per_token_params": 1_000})
+    assert old.bytes_per_token("bfloat16") == 2_000
+    with pytest.raises(ValueError, match="int8, int8 head weights need; measure them again with "
+                                         "`autoglm bench roofline --model`"):
+        old.bytes_per_token(WeightFormat("int8", None, "int8"))
 
 
 def test_an_unmeasured_dtype_has_no_compute_bound():

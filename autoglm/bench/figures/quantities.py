@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoglm.bench.figures.results_files import ResultsFile
-from autoglm.bench.roofline import MatmulRate, Roofline
+from autoglm.bench.roofline import MatmulRate, Roofline, WeightFormat
 
 ENGINE = "autoglm"
 ENGINE_WITHOUT_CACHE = "autoglm (no prefix cache)"
@@ -59,7 +59,9 @@ def decode_bound_fraction(latency: ResultsFile, bounds: ResultsFile, input_len: 
     if result is None:
         raise ValueError(f"{latency.name} has no {side} side at {input_len} tokens")
     limits = roofline(bounds)
-    return result["decode_tokens_per_s"] / limits.decode_bound(limits.weights, result["weight_dtype"])
+    weight_format = WeightFormat(result["weight_dtype"], result.get("weight_group_size"),
+                                 result.get("lm_head_weight_dtype"))
+    return result["decode_tokens_per_s"] / limits.decode_bound(limits.weights, weight_format)
 
 
 # ---- offline throughput ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The tables of docs/QUANTIZATION.md: weight quantization's accuracy, and the kernel measurement."""
+"""The tables of docs/QUANTIZATION.md: weight quantization's accuracy and memory, and the kernel measurement."""
 from __future__ import annotations
 
 import math
@@ -6,6 +6,7 @@ import math
 from autoglm.bench.figures.formats import markdown_table
 from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.figures.tables import caption
+from autoglm.bench.quant_memory import MEMORY_HEADER, memory_rows
 
 WEIGHT_NAMES = {"int8": "int8 (per channel)", "int4": "int4 (groups of {group_size})"}
 
@@ -40,3 +41,8 @@ def quant_kernels(kernels: ResultsFile) -> str:
             for (shape, kernel), seconds in cells.items()]
     header = ["layer [out x in]", "kernel", *(f"{m} rows (us)" for m in row_counts)]
     return caption(kernels) + markdown_table(header, rows, text_columns=2)
+
+
+def quant_memory(memory: ResultsFile) -> str:
+    """A ``bench quant-memory`` file: the quantized layers' and the whole model's bytes against the float model's."""
+    return caption(memory) + markdown_table(MEMORY_HEADER, memory_rows(memory.data), text_columns=1)

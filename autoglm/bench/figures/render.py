@@ -44,6 +44,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "soak": tables.soak,
     "quant-accuracy": quantization_tables.quant_accuracy,
     "quant-kernels": quantization_tables.quant_kernels,
+    "quant-memory": quantization_tables.quant_memory,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {

@@ -41,6 +41,20 @@ def caption(*files: ResultsFile) -> str:
     return f"Measured on {describe_machine(first.machine)} ({links}):\n\n"
 
 
+def engine_formats_note(results: ResultsFile) -> str:
+    """Under a latency or throughput table, the engine's weights and KV cache where they are not the
+    checkpoint's dtype (the settings the run recorded); nothing otherwise."""
+    engine = results.data.get("settings", {}).get("engine", {})
+    formats = []
+    if engine.get("quantization", "none") != "none":
+        group_size = engine.get("quantization_group_size")
+        formats.append(f"{engine['quantization']} weights" + (f" in groups of {group_size}" if group_size else "")
+                       + (", the LM head too" if engine.get("quantize_lm_head") else ", the LM head in float"))
+    if engine.get("kv_cache_dtype", "auto") != "auto":
+        formats.append(f"kv_cache_dtype {engine['kv_cache_dtype']}")
+    return f"\n\nThe engine ran with {' and '.join(formats)}." if formats else ""
+
+
 def roofline_limits(bounds: ResultsFile) -> str:
     limits = q.Roofline.from_dict(bounds.data)
     rows = [["read bandwidth (sum of a float32 tensor)", f"{limits.read_bytes_per_s / GIGA:,.1f} GB/s"]]
@@ -94,7 +108,7 @@ def latency(latency_file: ResultsFile, bounds: ResultsFile | None = None) -> str
             row += [percent(q.decode_bound_fraction(latency_file, bounds, input_len, name)) if side else ""
                     for name, side in zip((q.ENGINE, q.BASELINE), sides)]
         rows.append(row)
-    return title + markdown_table(header, rows)
+    return title + markdown_table(header, rows) + engine_formats_note(latency_file)
 
 
 def _compute_bound_cell(throughput: ResultsFile, bounds: ResultsFile, workload: str, side: str) -> str:
@@ -125,7 +139,7 @@ def throughput(throughput_file: ResultsFile, bounds: ResultsFile | None = None) 
             if bounds is not None:
                 row.append(_compute_bound_cell(throughput_file, bounds, workload, side))
             rows.append(row)
-    return title + markdown_table(header, rows, text_columns=2)
+    return title + markdown_table(header, rows, text_columns=2) + engine_formats_note(throughput_file)
 
 
 def step_profile(throughput_file: ResultsFile) -> str:
@@ -172,7 +186,7 @@ def ab(comparison: ResultsFile) -> str:
 
 def kv_cache_accuracy(accuracy: ResultsFile) -> str:
     """A ``bench kv-accuracy`` file: each kv_cache_dtype's bytes, perplexity and agreement with ``auto``."""
-    return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data))
+    return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data), text_columns=2)
 
 
 def soak(soak_file: ResultsFile) -> str:

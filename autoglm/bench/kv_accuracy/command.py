@@ -44,7 +44,7 @@ def _kv_accuracy(args: argparse.Namespace) -> int:
     text = read_corpus().held_out
     results = measure_kv_accuracy(config, names, text, args.positions)
     document = results_document(config, results, args.positions, len(text), machine_info())
-    print(format_table(SUMMARY_HEADER, summary_rows(document)))
+    print(format_table(SUMMARY_HEADER, summary_rows(document), text_columns=2))
     if args.output_json is not None:
         args.output_json.write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {args.output_json}")
@@ -56,7 +56,8 @@ def add_kv_accuracy_command(subparsers) -> None:
         "kv-accuracy", help="perplexity and next-token agreement of each kv_cache_dtype on held-out text",
         description="Score the held-out part of the default model's corpus with each KV cache dtype: loss per "
                     "character over the whole text, and top-1 agreement and mean KL divergence of the next-token "
-                    "distributions against the 'auto' cache over evenly spread positions.",
+                    "distributions against the 'auto' cache over evenly spread positions. With --quantization "
+                    "int8|int4 each cache runs with those weights, compared with float weights and the 'auto' cache.",
     )
     parser.add_argument("--kv-cache-dtypes", type=_kv_cache_dtypes, default=list(KV_CACHE_DTYPES),
                         help=f"comma-separated, compared with auto (default: {','.join(KV_CACHE_DTYPES)}); one the "

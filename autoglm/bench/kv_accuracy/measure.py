@@ -1,5 +1,7 @@
 """The accuracy a compact KV cache costs: perplexity of held-out text, and how its next-token
 distributions differ from those of the compute-dtype cache (``auto``) at the same positions.
+With int8/int4 weights (the ``quantization`` setting) each cache is measured with them, still against
+the float weights with the ``auto`` cache: what the two together cost.
 
 Trained weights are needed for these numbers to mean anything: on random weights the
 distributions are noise. The default model, trained on the corpus whose held-out part is scored
@@ -13,6 +15,7 @@ from typing import Any
 import torch
 
 from autoglm.attention.kv_cache_format import AUTO
+from autoglm.bench.kv_accuracy.summary import FLOAT_WEIGHTS
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.tokenize import encode_text
 from autoglm.llm import LLM
@@ -29,6 +32,14 @@ class KVCacheAccuracy:
     loss_per_character: float
     top1_agreement: float  # share of positions whose most likely next token is auto's
     mean_kl_divergence: float  # KL(auto || this), nats, averaged over the positions
+    quantization: str = FLOAT_WEIGHTS  # the weights it ran with
+
+    @property
+    def label(self) -> str:
+        """The kv_cache_dtype, preceded by the weights where they are quantized: ``int8 weights, int8``."""
+        if self.quantization == FLOAT_WEIGHTS:
+            return self.kv_cache_dtype
+        return f"{self.quantization} weights, {self.kv_cache_dtype}"
 
 
 def window_starts(num_tokens: int, window: int, num_positions: int) -> list[int]:
@@ -65,12 +76,15 @@ def next_token_logprobs(llm: LLM, windows: list[list[int]], num_positions: int) 
 
 def measure_kv_accuracy(config: AutoGLMConfig, kv_cache_dtypes: list[str], text: str,
                         num_positions: int) -> list[KVCacheAccuracy]:
-    """One engine per kv_cache_dtype (``auto`` first: it is what the others are compared with)."""
-    names = [AUTO.name, *(name for name in kv_cache_dtypes if name != AUTO.name)]
+    """One engine per kv_cache_dtype with ``config``'s weights, after the float weights with the ``auto``
+    cache: what the others are compared with (measured once where it is one of them)."""
+    reference_config = config.model_copy(update={"kv_cache_dtype": AUTO.name, "quantization": FLOAT_WEIGHTS})
+    configs = [reference_config, *(config.model_copy(update={"kv_cache_dtype": name}) for name in kv_cache_dtypes)]
+    configs = [run for index, run in enumerate(configs) if run not in configs[:index]]
     reference: torch.Tensor | None = None
     results = []
-    for name in names:
-        llm = LLM.from_config(config.model_copy(update={"kv_cache_dtype": name}))
+    for run_config in configs:
+        llm = LLM.from_config(run_config)
         token_ids = encode_text(llm.get_tokenizer(), text)
         window = llm.engine.max_context_len - 1
         windows = [token_ids[start: start + window]
@@ -79,13 +93,14 @@ def measure_kv_accuracy(config: AutoGLMConfig, kv_cache_dtypes: list[str], text:
         reference = logprobs if reference is None else reference
         perplexity = evaluate_perplexity(llm, text)
         results.append(KVCacheAccuracy(
-            kv_cache_dtype=name,
+            kv_cache_dtype=run_config.kv_cache_dtype,
             compute_dtype=str(llm.engine.dtype).removeprefix("torch."),
             kv_cache_bytes_per_token=llm.engine.kv_bytes_per_token,
             loss_per_token=perplexity.loss_per_token,
             loss_per_character=perplexity.loss_per_character,
             top1_agreement=(logprobs.argmax(-1) == reference.argmax(-1)).float().mean().item(),
             mean_kl_divergence=(reference.exp() * (reference - logprobs)).sum(-1).mean().item(),
+            quantization=run_config.quantization,
         ))
     return results
 
@@ -97,5 +112,5 @@ def results_document(config: AutoGLMConfig, results: list[KVCacheAccuracy], num_
         "engine": config.model_dump(),
         "num_positions": num_positions,
         "num_characters": num_characters,
-        "kv_cache_dtypes": {result.kv_cache_dtype: asdict(result) for result in results},
+        "kv_cache_dtypes": {result.label: asdict(result) for result in results},
     }
