@@ -383,20 +383,14 @@ class AutoGLMConfig(BaseModel):
             )
         return int(self.kv_cache_memory * total_device_bytes)
 
-    @field_validator("dtype", mode="before")
+    @field_validator("dtype", "kv_cache_dtype", mode="before")
     @classmethod
-    def _canonical_dtype(cls, value: object) -> object:
+    def _canonical_dtype(cls, value: object, info: ValidationInfo) -> object:
+        """Lower case, and an alias (``bf16``, ``fp8``) replaced by the name it stands for."""
         if isinstance(value, str):
             name = value.strip().lower()
-            return _DTYPE_ALIASES.get(name, name)
-        return value
-
-    @field_validator("kv_cache_dtype", mode="before")
-    @classmethod
-    def _canonical_kv_cache_dtype(cls, value: object) -> object:
-        if isinstance(value, str):
-            name = value.strip().lower()
-            return _KV_CACHE_DTYPE_ALIASES.get(name, name)
+            aliases = _DTYPE_ALIASES if info.field_name == "dtype" else _KV_CACHE_DTYPE_ALIASES
+            return aliases.get(name, name)
         return value
 
     @field_validator("device")

@@ -203,6 +203,14 @@ def _add_quant_kernels(subparsers) -> None:
     parser.set_defaults(handler=_quant_kernels)
 
 
+def _add_quantized_model_arguments(parser: argparse.ArgumentParser, handler: Callable) -> None:
+    """What quant-accuracy and quant-memory both take: a float model, the int4 group size, a results file."""
+    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
+    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
+    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
+    parser.set_defaults(handler=handler)
+
+
 def _quant_accuracy(args: argparse.Namespace) -> int:
     from autoglm.bench.quant_accuracy import measure_quant_accuracy, report_quant_accuracy
 
@@ -213,10 +221,7 @@ def _quant_accuracy(args: argparse.Namespace) -> int:
 def _add_quant_accuracy(subparsers) -> None:
     parser = subparsers.add_parser(
         "quant-accuracy", help="perplexity, top-1 agreement and KL of int8/int4 weights on the held-out text")
-    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
-    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
-    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
-    parser.set_defaults(handler=_quant_accuracy)
+    _add_quantized_model_arguments(parser, _quant_accuracy)
 
 
 def _quant_memory(args: argparse.Namespace) -> int:
@@ -229,10 +234,7 @@ def _quant_memory(args: argparse.Namespace) -> int:
 def _add_quant_memory(subparsers) -> None:
     parser = subparsers.add_parser(
         "quant-memory", help="bytes the engine's model holds in float, int8 and int4, the LM head quantized or not")
-    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
-    parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
-    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")
-    parser.set_defaults(handler=_quant_memory)
+    _add_quantized_model_arguments(parser, _quant_memory)
 
 
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,

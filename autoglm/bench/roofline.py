@@ -185,9 +185,16 @@ class Roofline:
         """Tokens/s of batch-1 decode if reading the weights were the only cost."""
         return self.read_bytes_per_s / weights.bytes_per_token(weight_format)
 
+    def fastest_flops(self, dtype: str) -> float:
+        """FLOP/s of the fastest way measured to multiply ``dtype`` activations: PyTorch's matmul, or on a CPU
+        a compiled kernel of the same activation dtype where it was faster (its weights may be narrower)."""
+        kernels = [rate.flops_per_s for rate in (self.linear_paths.rates if self.linear_paths else [])
+                   if rate.activation_dtype == dtype and rate.m > 1]
+        return max([self.best_matmul(dtype).flops_per_s, *kernels])
+
     def compute_bound(self, weights: ModelWeights, dtype: str) -> float:
-        """Tokens/s of a batch large enough that only the matmuls' FLOPs count."""
-        return self.best_matmul(dtype).flops_per_s / (2 * weights.per_token_params)
+        """Tokens/s of a batch large enough that only the matmuls' FLOPs count, at the fastest path's speed."""
+        return self.fastest_flops(dtype) / (2 * weights.per_token_params)
 
     def decode_fraction(self, tokens_per_s: float, weights: ModelWeights, weight_format: WeightFormat | str) -> float:
         """How close a measured batch-1 decode rate came to its bandwidth bound."""

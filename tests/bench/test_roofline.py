@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
+from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
 from autoglm.bench.roofline import (
     QUICK_SIZES,
     MatmulRate,
@@ -178,3 +179,15 @@ def test_roofline_without_a_model_reports_only_the_machine(capsys, one_torch_thr
     assert main(["roofline", "--quick", "--num-threads", str(one_torch_thread)]) == 0
     out = capsys.readouterr().out
     assert "copy bandwidth" in out and "decode bound" not in out
+
+
+def test_the_compute_bound_takes_a_kernel_where_it_multiplies_faster_than_pytorch():
+    """On a CPU without bfloat16 units a float32 model's 64-row steps go through a bfloat16-weight kernel that
+    can beat PyTorch's float32 matmul: the bound is the fastest path the CPU has, not PyTorch's alone."""
+    rates = [LinearPathRate("bf16-weight-avx512", "float32", "bfloat16", 64, 1024, 1024, 2 * 64 * 1024 * 1024 / 4e11),
+             LinearPathRate("bf16-weight-avx512", "float32", "bfloat16", 1, 1024, 262144, 0.01)]
+    plain = Roofline("cpu", 2, "float32", 50e9, 40e9, [MatmulRate("float32", 512, 1024, 1024, 2e11)])
+    with_kernel = Roofline("cpu", 2, "float32", 50e9, 40e9, [MatmulRate("float32", 512, 1024, 1024, 2e11)],
+                           linear_paths=LinearPaths(rates, {}, {}))
+    assert plain.compute_bound(WEIGHTS, "float32") == pytest.approx(2e11 / (2 * WEIGHTS.per_token_params))
+    assert with_kernel.compute_bound(WEIGHTS, "float32") == pytest.approx(4e11 / (2 * WEIGHTS.per_token_params))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from autoglm.bench.serve.datasets import (
 )
 from autoglm.bench.arguments import number, positive_float, positive_int
 from autoglm.bench.report import write_json
-from autoglm.bench.serve.errors import ServeBenchError, import_extra
+from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
 from autoglm.bench.serve.metrics import SLO_NAMES
 
 if TYPE_CHECKING:
@@ -120,11 +119,7 @@ def add_serve_command(subparsers) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:
-        return run_serve_bench(args)
-    except ServeBenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_errors(run_serve_bench, args)
 
 
 def run_serve_bench(args: argparse.Namespace) -> int:

@@ -1,7 +1,10 @@
 """The one error ``autoglm bench serve`` reports as a message rather than a traceback."""
 from __future__ import annotations
 
+import argparse
 import importlib
+import sys
+from collections.abc import Callable
 from types import ModuleType
 
 BENCH_EXTRA_HINT = "pip install 'open-autoglm[bench]'"
@@ -17,3 +20,12 @@ def import_extra(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as error:
         raise ServeBenchError(f"autoglm bench serve needs {name}: {BENCH_EXTRA_HINT}") from error
+
+
+def run_reporting_errors(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)``, with a :class:`ServeBenchError` printed as one line and exit status 2."""
+    try:
+        return run(args)
+    except ServeBenchError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -7,11 +7,10 @@ leave mid-stream, and compares the streams' p99 inter-token gaps and the server'
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, import_extra
+from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
 
 # Just under the default 2 MiB body limit (max_request_body_bytes), with room for the JSON around the prompt.
 DEFAULT_BIG_PROMPT_CHARS = (2 * 1024 * 1024 - 4096,)
@@ -58,11 +57,7 @@ def add_soak_command(subparsers) -> None:
 
 
 def _soak(args: argparse.Namespace) -> int:
-    try:
-        return run_soak(args)
-    except ServeBenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_errors(run_soak, args)
 
 
 def run_soak(args: argparse.Namespace) -> int:
