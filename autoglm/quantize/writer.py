@@ -13,6 +13,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from autoglm.models.linear_method import WeightQuantization
+from autoglm.models.linear_method.compressed_tensors import compressed_tensors_module
 from autoglm.models.linear_method.int_weights import GroupSizeError, quantize
 from autoglm.models.quantization_config import INT_FORMAT, LM_HEAD, PACKED_FORMAT
 
@@ -38,6 +39,7 @@ def quantized_linears(model: nn.Module, quantization: WeightQuantization) -> dic
 
 def quantize_checkpoint(model_dir: str | Path, out_dir: str | Path, quantization: WeightQuantization) -> Path:
     """Write ``model_dir`` quantized to ``out_dir`` with its tokenizer; returns ``out_dir``."""
+    compressed_tensors_module("compressed_tensors", "autoglm quantize")
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import (QuantizationArgs, QuantizationConfig, QuantizationScheme,
                                                  apply_quantization_config)

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 import pytest
 
 from autoglm import LLM
+from autoglm.models.linear_method import compressed_tensors
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.quantization_config import CheckpointQuantization, parse_quantization_config
 from tests.tiny_models import make_tiny_checkpoint
@@ -85,3 +87,18 @@ def test_a_quantized_checkpoint_refuses_another_bit_width(tmp_path) -> None:
                                               tmp_path / "compressed")
     with pytest.raises(ValueError, match="already quantized to 8-bit weights; set quantization to none"):
         LLM(model=str(compressed), device="cpu", quantization="int4")
+
+
+def test_an_int4_checkpoint_without_the_package_says_which_extra_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "compressed_tensors.compressors.pack_quantized.helpers", None)  # as if absent
+    with pytest.raises(ValueError, match=r"needs the compressed-tensors package: pip install 'open-autoglm\[quant\]'"):
+        compressed_tensors._unpacker()
+
+
+def test_autoglm_quantize_without_the_package_says_which_extra_to_install(monkeypatch, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "compressed_tensors", None)
+    from autoglm.models.linear_method import WeightQuantization
+    from autoglm.quantize.writer import quantize_checkpoint
+
+    with pytest.raises(ValueError, match=r"autoglm quantize needs the compressed-tensors package"):
+        quantize_checkpoint(tmp_path / "in", tmp_path / "out", WeightQuantization.from_settings("int8", None, False))

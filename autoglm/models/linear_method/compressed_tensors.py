@@ -7,8 +7,10 @@ weights quantized at load time. Nothing is requantized: the engine multiplies by
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 from torch import nn
@@ -58,10 +60,27 @@ class CompressedTensorsLinearMethod(IntWeightLinearMethod):
     def process_weights_after_loading(self, layer: nn.Module) -> None:
         scale = layer.weight_scale.detach()
         if self.packed:
-            from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
-
+            unpack_from_int32 = _unpacker()
             packed = layer.weight_packed.detach()
             q = unpack_from_int32(packed, self.weight_format.bits, torch.Size((packed.shape[0], layer.input_size)))
         else:
             q = layer.weight.detach()
         self.install(layer, q, scale)
+
+
+
+def compressed_tensors_module(name: str, purpose: str) -> ModuleType:
+    """A module of the compressed-tensors package, an optional extra; a ValueError saying how to install it
+    where it is missing (the command line reports ValueErrors as one line)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise ValueError(f"{purpose} needs the compressed-tensors package: pip install 'open-autoglm[quant]'") \
+            from error
+
+
+def _unpacker():
+    """The package's own int4 unpacking, so its layout is never re-implemented here."""
+    helpers = compressed_tensors_module("compressed_tensors.compressors.pack_quantized.helpers",
+                                        "loading a pack-quantized (int4) compressed-tensors checkpoint")
+    return helpers.unpack_from_int32
