@@ -296,6 +296,20 @@ class AutoGLMConfig(BaseModel):
         2, ge=1, description="Threads that tokenize and detokenize requests, each with its own tokenizer.",
         json_schema_extra=_SERVER,
     )
+    tenants_file: str | None = Field(
+        None,
+        description=(
+            "YAML file of tenants and the hashes of their API keys (see `autoglm keys`); requests must then carry "
+            "'Authorization: Bearer KEY'. None, with no api_key either: the server is open to anyone."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    api_key: str | None = Field(
+        None,
+        description="One API key every request must carry, for one admin tenant with every model; "
+                    "the one-line alternative to tenants_file.",
+        json_schema_extra=_SERVER,
+    )
     max_sequences_per_request: int = Field(
         256,
         ge=1,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
@@ -32,8 +33,12 @@ from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
+from autoglm.server.tenants.access import check_access, may_use_model
+from autoglm.server.tenants.authentication import AuthenticationMiddleware
+from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
+logger = logging.getLogger(__name__)
 router = APIRouter()
 
 
@@ -63,8 +68,11 @@ async def metrics(state: ServerState = State) -> Response:
 
 
 @router.get("/v1/models")
-async def list_models(state: ServerState = State) -> ModelList:
+async def list_models(raw: Request, state: ServerState = State) -> ModelList:
+    """The served model, if the key's tenant may use it."""
     engine = state.ready_engine()
+    if not may_use_model(raw, state.model_name):
+        return ModelList(data=[])
     # The served name, not the folder: where the model sits on disk is no client's business.
     card = ModelCard(id=state.model_name, created=state.created, root=state.model_name,
                      max_model_len=engine.engine.max_context_len)
@@ -72,8 +80,9 @@ async def list_models(state: ServerState = State) -> ModelList:
 
 
 @router.post("/tokenize")
-async def tokenize(body: TokenizeRequest, state: ServerState = State) -> TokenizeResponse:
+async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = State) -> TokenizeResponse:
     """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
+    check_access(raw, body.model or state.model_name, generates=False)
     engine = state.ready_engine(body.model)
     if body.messages is not None:
         tokens = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
@@ -83,7 +92,8 @@ async def tokenize(body: TokenizeRequest, state: ServerState = State) -> Tokeniz
 
 
 @router.post("/detokenize")
-async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> DetokenizeResponse:
+async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
+    check_access(raw, body.model or state.model_name, generates=False)
     engine = state.ready_engine(body.model)
     check_token_ids(body.tokens, engine.engine.model_config.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await state.tokenizers.decode(body.tokens))
@@ -91,11 +101,13 @@ async def detokenize(body: DetokenizeRequest, state: ServerState = State) -> Det
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    check_access(raw, body.model or state.model_name, generates=True)
     return await create_completion(raw, state, body)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    check_access(raw, body.model or state.model_name, generates=True)
     return await create_chat_completion(raw, state, body)
 
 
@@ -106,6 +118,9 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     `load_engine` defaults to building an LLMEngine from `config`; `on_load_failure` is called
     if loading raises (the server cannot serve anything after that).
     """
+    keyring = keyring_from_config(config)  # a bad tenants file stops the start
+    if keyring is None:
+        logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
     state = ServerState(config)
     load = load_engine or partial(LLMEngine, config)
 
@@ -129,16 +144,19 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     app.state.server = state
     install_error_handlers(app)
     app.include_router(router)
-    _add_middleware(app, config, state.metrics)
+    _add_middleware(app, config, state.metrics, keyring)
     install_openapi(app)
     return app
 
 
-def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics) -> None:
+def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
-    a foreign Host is refused before anything else; a body is read only for a request let in."""
+    a foreign Host is refused before anything else; a body is read only for a request let in,
+    with a valid key where keys are needed."""
     app.add_middleware(RequestBodyMiddleware, max_bytes=config.max_request_body_bytes,
                        read_timeout_s=config.body_read_timeout_s)
+    if keyring is not None:
+        app.add_middleware(AuthenticationMiddleware, keyring=keyring)
     if config.cors_allowed_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])

@@ -28,6 +28,8 @@ RETRY_AFTER_S = 1
 # OpenAI's error type for each status; people read it, clients branch on the status.
 _ERROR_TYPES = {
     HTTPStatus.BAD_REQUEST: "invalid_request_error",
+    HTTPStatus.UNAUTHORIZED: "invalid_request_error",
+    HTTPStatus.FORBIDDEN: "invalid_request_error",
     HTTPStatus.NOT_FOUND: "invalid_request_error",
     HTTPStatus.METHOD_NOT_ALLOWED: "invalid_request_error",
     HTTPStatus.REQUEST_TIMEOUT: "timeout_error",

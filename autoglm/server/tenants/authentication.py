@@ -1,0 +1,50 @@
+"""``Authorization: Bearer KEY`` checked on every inference route before its body is read.
+
+The principal found is left in the request's state for the routes, which check its role and
+models (403); a missing or bad key is a 401 here. Keys are never logged or echoed back.
+"""
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from autoglm.server.errors import APIError
+from autoglm.server.tenants.keyring import KeyRing, invalid_key
+
+# Routes that need a key: the OpenAI API and the tokenizer's. /health, /metrics, /version stay open.
+_KEYED_PREFIX = "/v1/"
+_KEYED_PATHS = frozenset({"/tokenize", "/detokenize"})
+PRINCIPAL_STATE = "principal"
+
+
+def needs_key(path: str) -> bool:
+    return path.startswith(_KEYED_PREFIX) or path in _KEYED_PATHS
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The key of an 'Authorization: Bearer KEY' header, or None without one."""
+    header = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"), None)
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class AuthenticationMiddleware:
+    """Answers 401 to a keyed route's request without a valid key; passes the rest with their principal."""
+
+    def __init__(self, app: ASGIApp, keyring: KeyRing) -> None:
+        self.app = app
+        self.keyring = keyring
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and needs_key(scope["path"]):
+            token = bearer_token(scope)
+            try:
+                if token is None:
+                    raise invalid_key("You didn't provide an API key; send it as 'Authorization: Bearer KEY'.")
+                principal = self.keyring.authenticate(token)
+            except APIError as refusal:
+                await refusal.to_response()(scope, receive, send)
+                return
+            scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
+        await self.app(scope, receive, send)
