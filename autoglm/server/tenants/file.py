@@ -101,8 +101,8 @@ class TenantsFile(_Strict):
                 raise ValueError(f"key '{key.id}': tenant {quote_value(key.tenant)} is not in the file; "
                                  f"tenants: {', '.join(tenants)}")
             if key.role is not None and key.role.rank > tenant.role.rank:
-                raise ValueError(f"key '{key.id}': role '{key.role.value}' is above its tenant "
-                                 f"'{tenant.id}''s role '{tenant.role.value}'; a key may only narrow it")
+                raise ValueError(f"key '{key.id}': role '{key.role.value}' is above the role "
+                                 f"'{tenant.role.value}' of its tenant '{tenant.id}'; a key may only narrow it")
         return self
 
     def tenant(self, tenant_id: str) -> Tenant | None:
