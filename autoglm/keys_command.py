@@ -70,7 +70,8 @@ def add_keys_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "keys", help="make, revoke and list API keys in a tenants file",
         description="Manage the API keys of a tenants file (the tenants_file setting). The file stores only "
-                    "each key's SHA-256 hash; a new key is printed once.",
+                    "each key's SHA-256 hash; a new key is printed once. create and revoke rewrite the file, "
+                    "without its comments.",
     )
     actions = parser.add_subparsers(dest="keys_action", required=True)
     create = actions.add_parser("create", help="make a key for a tenant and print it once")

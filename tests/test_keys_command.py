@@ -44,6 +44,7 @@ def test_list_shows_ids_and_states_never_keys_or_hashes(tenants_file, capsys):
 
 
 def test_a_revoked_key_is_refused_and_listed_as_revoked(tenants_file, capsys):
+    tenants_file.chmod(0o640)
     key = create_key(tenants_file, capsys)
     key_id = load_tenants_file(tenants_file).keys[0].id
     assert main(["keys", "revoke", key_id, "--file", str(tenants_file)]) == 0
@@ -51,6 +52,7 @@ def test_a_revoked_key_is_refused_and_listed_as_revoked(tenants_file, capsys):
         KeyRing(load_tenants_file(tenants_file)).authenticate(key)
     main(["keys", "list", "--file", str(tenants_file)])
     assert "revoked" in capsys.readouterr().out
+    assert tenants_file.stat().st_mode & 0o777 == 0o640  # rewritten with the mode it had
 
 
 @pytest.mark.parametrize(("argv", "problem"), [

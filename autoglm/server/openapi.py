@@ -26,6 +26,9 @@ _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 # When each error status is answered; the body's message says what exactly.
 _ERROR_DESCRIPTIONS = {
     HTTPStatus.BAD_REQUEST: "Invalid request: the message names the parameter and what it allows",
+    HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` key is missing, unknown, revoked "
+                             "or expired",
+    HTTPStatus.FORBIDDEN: "The key's role may not generate, or its tenant may not use `model`",
     HTTPStatus.NOT_FOUND: "`model` names a model this server does not serve",
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts",
     HTTPStatus.TOO_MANY_REQUESTS: "The waiting queue is full; retry after `Retry-After` seconds",
@@ -33,15 +36,15 @@ _ERROR_DESCRIPTIONS = {
     HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, or its engine loop stopped",
     HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
 }
-_REQUEST_ERRORS = (HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                   HTTPStatus.SERVICE_UNAVAILABLE)
+_REQUEST_ERRORS = (HTTPStatus.BAD_REQUEST, HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN, HTTPStatus.NOT_FOUND,
+                   HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.SERVICE_UNAVAILABLE)
 _GENERATION_ERRORS = (*_REQUEST_ERRORS, HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.GATEWAY_TIMEOUT)
 # The errors each route can answer with, besides the 500 of a server bug that any route may give.
 ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
     "/health": (HTTPStatus.SERVICE_UNAVAILABLE,),
     "/version": (),
     "/metrics": (),
-    "/v1/models": (HTTPStatus.SERVICE_UNAVAILABLE,),
+    "/v1/models": (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE),
     "/tokenize": _REQUEST_ERRORS,
     "/detokenize": _REQUEST_ERRORS,
     "/v1/completions": _GENERATION_ERRORS,

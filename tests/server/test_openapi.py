@@ -53,7 +53,7 @@ def test_every_route_documents_its_errors_in_the_error_schema(document):
             assert operation["responses"][str(status.value)]["content"] == {"application/json": {"schema": ERROR_SCHEMA}}
     for path in GENERATION_ROUTES:
         answers = document["paths"][path]["post"]["responses"]
-        assert {"200", "400", "404", "413", "429", "500", "503", "504"} == set(answers)
+        assert {"200", "400", "401", "403", "404", "413", "429", "500", "503", "504"} == set(answers)
         assert "Retry-After" in answers["429"]["headers"]
 
 

@@ -61,6 +61,16 @@ def test_a_request_without_a_key_is_401_in_openais_shape(keyed_server, path):
     assert response.headers["www-authenticate"] == "Bearer"
 
 
+def test_the_key_is_checked_before_the_body_is_read(keyed_server):
+    response = httpx.post(keyed_server.url + "/v1/completions", content=b"{not json",
+                          headers={"Content-Type": "application/json"})
+    assert response.status_code == 401
+
+
+def test_an_unknown_v1_route_needs_a_key_too(keyed_server):
+    assert httpx.get(keyed_server.url + "/v1/embeddings").status_code == 401
+
+
 @pytest.mark.parametrize("key", ["agk-wrong", "not even a key"])
 def test_a_wrong_key_is_401(keyed_server, key):
     with pytest.raises(openai.AuthenticationError) as raised:

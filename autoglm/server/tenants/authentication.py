@@ -26,7 +26,9 @@ def bearer_token(scope: Scope) -> str | None:
     if header is None:
         return None
     scheme, _, token = header.strip().partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
 
 
 class AuthenticationMiddleware:

@@ -154,11 +154,15 @@ def _validated(data: dict[str, Any], path: Path) -> TenantsFile:
 
 
 def save_tenants_file(path: Path, tenants: TenantsFile) -> None:
-    """Write `tenants` to `path` in one step, so a reader never sees half a file."""
+    """Write `tenants` over the file at `path` in one step, so a reader never sees half a file.
+
+    The YAML is written anew: comments in the old file are not kept.
+    """
     text = yaml.safe_dump(tenants.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         out.write(text)
+    os.chmod(temporary, path.stat().st_mode)  # whoever could read the file before still can
     os.replace(temporary, path)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 
@@ -21,7 +21,6 @@ class Principal:
 
     tenant: Tenant
     role: Role
-    key_id: str
 
 
 def invalid_key(message: str) -> APIError:
@@ -52,7 +51,7 @@ class KeyRing:
             raise invalid_key(f"The API key '{found.id}' expired at {found.expires:%Y-%m-%d %H:%M UTC}.")
         tenant = self.tenants.tenant(found.tenant)
         assert tenant is not None, "validation makes every key's tenant exist"
-        return Principal(tenant, self.tenants.key_role(found), found.id)
+        return Principal(tenant, self.tenants.key_role(found))
 
 
 def keyring_from_config(config: AutoGLMConfig) -> KeyRing | None:
@@ -65,6 +64,6 @@ def keyring_from_config(config: AutoGLMConfig) -> KeyRing | None:
     if config.api_key is not None:
         tenant = Tenant(id=API_KEY_TENANT, role=Role.ADMIN, models=(ANY_MODEL,))
         key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.api_key),
-                        created=datetime.now(timezone.utc))
+                        created=utc_now())
         return KeyRing(TenantsFile(tenants=(tenant,), keys=(key,)))
     return None
