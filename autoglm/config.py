@@ -308,6 +308,7 @@ class AutoGLMConfig(BaseModel):
         None,
         description="One API key every request must carry, for one admin tenant with every model; "
                     "the one-line alternative to tenants_file.",
+        repr=False,  # kept out of any printed or logged settings
         json_schema_extra=_SERVER,
     )
     max_sequences_per_request: int = Field(

@@ -170,3 +170,7 @@ def test_tenants_file_and_api_key_together_are_refused(chat_model, tmp_path):
     config = AutoGLMConfig(model=str(chat_model), tenants_file=str(tmp_path / "t.yaml"), api_key="agk-x")
     with pytest.raises(ConfigError, match="tenants_file and api_key are both set"):
         build_app(config)
+
+
+def test_the_api_key_setting_is_not_printed_with_the_settings():
+    assert "agk-secret" not in repr(AutoGLMConfig(api_key="agk-secret"))
