@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel, kernels_for
+from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel, kernel_named, kernels_for
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_weights import GroupSizeError
@@ -42,10 +42,11 @@ def choose_cpu_kernel(name: str, activation_dtype: torch.dtype | None) -> CpuLin
         return None
     if name == AUTO:
         return next((kernel for kernel in kernels_for(activation_dtype) if kernel.runs_here()), None)
-    kernel = next((kernel for kernel in CPU_LINEAR_KERNELS if kernel.name == name), None)
-    if kernel is None:
+    try:
+        kernel = kernel_named(name)
+    except KeyError:
         names = ", ".join([AUTO, TORCH_PATH, *(kernel.name for kernel in CPU_LINEAR_KERNELS)])
-        raise ValueError(f"cpu_linear_kernel '{name}' is not a kernel; choose one of {names}")
+        raise ValueError(f"cpu_linear_kernel '{name}' is not a kernel; choose one of {names}") from None
     if activation_dtype != kernel.activation_dtype:
         computed = "no CPU kernel" if activation_dtype is None else str(activation_dtype).removeprefix("torch.")
         raise ValueError(f"cpu_linear_kernel '{name}' takes {str(kernel.activation_dtype).removeprefix('torch.')} "
