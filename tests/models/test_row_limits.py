@@ -101,3 +101,15 @@ def test_an_unwritable_cache_still_measures(monkeypatch, tmp_path: Path):
     blocked.write_text("")
     limits = MeasuredRowLimit(blocked / "limits.json")  # its folder is a file
     assert limits.max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT) == 2
+
+
+def test_a_stored_zero_is_read_back_not_measured_again(monkeypatch, tmp_path: Path):
+    """0 means PyTorch already wins at one row: a kept answer like any other."""
+    monkeypatch.setattr(row_limits, "measure_row_limit", lambda kernel, kernel_weight, weight: 0)
+    MeasuredRowLimit(tmp_path / "limits.json").max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT)
+
+    def must_not_measure(kernel, kernel_weight, weight):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(row_limits, "measure_row_limit", must_not_measure)
+    assert MeasuredRowLimit(tmp_path / "limits.json").max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT) == 0

@@ -75,7 +75,10 @@ class MeasuredRowLimit(RowLimit):
             return 0
         with self._lock:
             if key not in self._limits:
-                self._limits[key] = self._stored(key) or self._measure_and_store(key, kernel, kernel_weight, weight)
+                machine = self._machine_key()
+                stored = self._stored(machine, key)
+                self._limits[key] = stored if stored is not None else \
+                    self._measure_and_store(machine, key, kernel, kernel_weight, weight)
         return self._limits[key]
 
     def describe(self) -> str:
@@ -92,18 +95,18 @@ class MeasuredRowLimit(RowLimit):
         except (OSError, ValueError):
             return {}
 
-    def _stored(self, key: str) -> int | None:
-        value = self._read_file().get(self._machine_key(), {}).get(key)
+    def _stored(self, machine: str, key: str) -> int | None:
+        value = self._read_file().get(machine, {}).get(key)
         return value if isinstance(value, int) else None
 
-    def _measure_and_store(self, key: str, kernel: CpuLinearKernel, kernel_weight: torch.Tensor,
+    def _measure_and_store(self, machine: str, key: str, kernel: CpuLinearKernel, kernel_weight: torch.Tensor,
                            weight: torch.Tensor) -> int:
         started = time.perf_counter()
         rows = measure_row_limit(kernel, kernel_weight, weight)
         logger.info("%s beats PyTorch's matmul up to %d rows for a %s weight (measured in %.2f s, kept in %s)",
                     kernel.name, rows, key.split()[-1], time.perf_counter() - started, self.cache_file)
         document = self._read_file()
-        document.setdefault(self._machine_key(), {})[key] = rows
+        document.setdefault(machine, {})[key] = rows
         try:
             self.cache_file.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.cache_file.parent, delete=False, suffix=".tmp") as file:
