@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 space := $(subst ,, )
 
-.PHONY: install install-test serve test demo clean
+.PHONY: install install-test redis-server serve test demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,13 @@ serve: install
 CPU_PATH_TESTS := tests/kernels tests/models tests/engine tests/bench tests/test_platforms.py tests/test_default_model.py
 BF16_FLAGS := avx512_bf16 amx_bf16
 
-test: install-test
+# The tenants' shared rate limits are tested against a real redis-server, started by each test.
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq redis-server >/dev/null; \
+		else echo "redis-server is missing: install it with 'sudo apt-get install redis-server' (Debian/Ubuntu)"; exit 1; fi; }
+
+test: install-test redis-server
 	$(PY) -m pytest -q
 	@if grep -qwE '$(subst $(space),|,$(BF16_FLAGS))' /proc/cpuinfo 2>/dev/null; then \
 		echo "again as on a CPU without bfloat16 units: AUTOGLM_CPU_DISABLE_FLAGS=$(BF16_FLAGS) ONEDNN_MAX_CPU_ISA=AVX512_CORE"; \
