@@ -39,7 +39,8 @@ BF16_FLAGS := avx512_bf16 amx_bf16
 # The tenants' shared rate limits are tested against a real redis-server, started by each test.
 redis-server:
 	@command -v redis-server >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq redis-server >/dev/null; \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq redis-server >/dev/null \
+			|| { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }; \
 		else echo "redis-server is missing: install it with 'sudo apt-get install redis-server' (Debian/Ubuntu)"; exit 1; fi; }
 
 test: install-test redis-server
