@@ -22,22 +22,33 @@ ERROR_EXCERPT_CHARS = 300
 MODELS_TIMEOUT_S = 30.0
 
 
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """The header an OpenAI client sends with its key; none without a key."""
+    return {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
+
+
 class StreamError(Exception):
     """The server answered, but not with a complete stream of completion chunks."""
 
 
 @dataclass(frozen=True)
 class CompletionTarget:
-    """Where every request goes and what its body asks for besides the prompt."""
+    """Where every request goes, as whom, and what its body asks for besides the prompt."""
 
     base_url: str
     model: str
     ignore_eos: bool = True
     timeout_s: float | None = None
+    api_key: str | None = None  # sent as 'Authorization: Bearer KEY'
+    tenant: str | None = None  # the name results are grouped by in a multi-tenant run
 
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + "/v1/completions"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return bearer_headers(self.api_key)
 
     def body(self, request: ServeRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -56,7 +67,8 @@ class CompletionTarget:
 async def send_request(http: httpx.AsyncClient, target: CompletionTarget, request: ServeRequest,
                        origin: float) -> RequestResult:
     """Send one request now; a failure of any kind is recorded in the result, never raised."""
-    result = RequestResult(request.prompt_len, request.output_len, send_time=time.perf_counter() - origin)
+    result = RequestResult(request.prompt_len, request.output_len, send_time=time.perf_counter() - origin,
+                           tenant=target.tenant)
     try:
         await asyncio.wait_for(_read_stream(http, target, request, origin, result), target.timeout_s)
     except asyncio.TimeoutError:
@@ -70,7 +82,7 @@ async def send_request(http: httpx.AsyncClient, target: CompletionTarget, reques
 
 async def _read_stream(http: httpx.AsyncClient, target: CompletionTarget, request: ServeRequest, origin: float,
                        result: RequestResult) -> None:
-    async with http.stream("POST", target.url, json=target.body(request)) as response:
+    async with http.stream("POST", target.url, json=target.body(request), headers=target.headers) as response:
         if response.status_code != 200:
             body = (await response.aread()).decode(errors="replace")
             raise StreamError(f"HTTP {response.status_code}: {body[:ERROR_EXCERPT_CHARS]}")
@@ -109,11 +121,11 @@ def _record_chunk(chunk: dict[str, Any], now: float, result: RequestResult) -> N
         result.completion_tokens = usage.get("completion_tokens")
 
 
-def fetch_models(base_url: str) -> list[dict[str, Any]]:
+def fetch_models(base_url: str, api_key: str | None = None) -> list[dict[str, Any]]:
     """The server's model cards from GET /v1/models (``id``, and where vLLM or autoglm serve, ``root``)."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
-        response = httpx.get(url, timeout=MODELS_TIMEOUT_S)
+        response = httpx.get(url, timeout=MODELS_TIMEOUT_S, headers=bearer_headers(api_key))
         response.raise_for_status()
         cards = response.json()["data"]
     except httpx.HTTPError as error:

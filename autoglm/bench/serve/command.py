@@ -23,9 +23,20 @@ from autoglm.bench.arguments import number, positive_float, positive_int
 from autoglm.bench.report import write_json
 from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
 from autoglm.bench.serve.metrics import SLO_NAMES
+from autoglm.bench.serve.tenant_load import (
+    TenantLoad,
+    tenant_keys,
+    tenant_loads,
+    tenant_prompts,
+    tenant_rates,
+    tenant_weights,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+    from autoglm.bench.serve.client import CompletionTarget
+    from autoglm.bench.serve.runner import Send
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 # Datasets that draw random prompts of exact token lengths, which takes a tokenizer.
@@ -84,6 +95,21 @@ def add_serve_command(subparsers) -> None:
                         "that reject the field")
     server.add_argument("--timeout-s", type=positive_float,
                         help="give up on a request after this many seconds (default: never)")
+    server.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY' with every request (and the "
+                        "/v1/models look-up), for a server with tenants or --api-key")
+
+    tenancy = parser.add_argument_group(
+        "tenants", "Several tenants at once, each with its own key, rate and number of requests; results per "
+        "tenant, and each one's share of the tokens served while every tenant had requests waiting")
+    tenancy.add_argument("--tenants", type=tenant_weights, metavar="NAME[:WEIGHT][,...]",
+                         help="the tenants and the weights their server's tenants file gives them (default 1), "
+                         "e.g. A:3,B:1; the weights set the token shares the results compare with")
+    tenancy.add_argument("--tenant-rates", type=tenant_rates, default={}, metavar="NAME:RATE[,...]",
+                         help="requests per second of each named tenant, or inf (default: --request-rate)")
+    tenancy.add_argument("--tenant-prompts", type=tenant_prompts, default={}, metavar="NAME:COUNT[,...]",
+                         help="requests each named tenant sends (default: --num-prompts)")
+    tenancy.add_argument("--tenant-keys", type=tenant_keys, default={}, metavar="NAME=KEY[,...]|FILE",
+                         help="each tenant's API key, or a file of NAME=KEY lines (default: --api-key)")
 
     data = parser.add_argument_group("prompts")
     data.add_argument("--dataset", default="random", choices=DATASETS)
@@ -128,24 +154,30 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     if args.plot is not None:
         import_extra("matplotlib")
     _check_dataset_options(args)
+    loads = _loads(args)
     from autoglm.bench.serve.client import CompletionTarget
     from autoglm.bench.serve.metrics import aggregate
     from autoglm.bench.serve.runner import run_at_rate
-    from autoglm.bench.serve.summary import failure_notes, rate_label, report_document, summary_table
+    from autoglm.bench.serve.summary import failure_notes, rate_label, report_document, summary_table, tenants_table
+    from autoglm.bench.serve.tenant_metrics import tenant_results
 
-    model, tokenizer = _model_and_tokenizer(args)
+    model, tokenizer = _model_and_tokenizer(args, loads[0].api_key)
     rates = [rate for group in args.request_rate or [[math.inf]] for rate in group]
-    target = CompletionTarget(args.base_url, model, args.ignore_eos, args.timeout_s)
-    print(f"Benchmarking {model} at {target.url} with {args.dataset} prompts", flush=True)
-    runs = []
+    targets = [CompletionTarget(args.base_url, model, args.ignore_eos, args.timeout_s, load.api_key,
+                                load.name if args.tenants else None) for load in loads]
+    print(f"Benchmarking {model} at {targets[0].url} with {args.dataset} prompts", flush=True)
+    runs, tenants_by_run = [], []
     for index, rate in enumerate(rates):
-        # Fresh prompts for each rate: the prefix cache should not carry one rate's prompts into the next.
-        requests = _build_requests(args, tokenizer, random.Random(f"{args.seed}:{index}"))
-        print(f"rate {rate_label(rate)} req/s: sending {len(requests)} requests", flush=True)
-        run = run_at_rate(target, requests, send_times(len(requests), rate, args.burstiness, args.seed), rate,
-                          args.max_concurrency)
+        sends, tenant_rates = _sends(args, tokenizer, loads, targets, rate, index)
+        print(f"rate {rate_label(rate)} req/s: sending {len(sends)} requests", flush=True)
+        run = run_at_rate(sends, rate, args.max_concurrency)
         runs.append((run, aggregate(run.results, run.duration_s, args.goodput)))
+        if args.tenants:
+            tenants_by_run.append(tenant_results(loads, tenant_rates, run.results, run.duration_s, args.goodput))
     print(summary_table(runs))
+    for (run, _), tenants in zip(runs, tenants_by_run):
+        print(f"\nrate {rate_label(run.request_rate)} req/s, per tenant:")
+        print(tenants_table(*tenants))
     notes = failure_notes([run for run, _ in runs])
     for note in notes:
         print(note)
@@ -153,14 +185,48 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         settings = {name: getattr(args, name) for name in RECORDED_OPTIONS}
         settings.update(model=model, tokenizer=None if tokenizer is None else tokenizer.name_or_path,
                         dataset_path=None if args.dataset_path is None else str(args.dataset_path),
-                        request_rates=[rate_label(rate) for rate in rates])
-        write_json(args.output_json, report_document(settings, runs))
+                        request_rates=[rate_label(rate) for rate in rates], api_key=args.api_key is not None,
+                        tenants=None if not args.tenants else [
+                            {"name": load.name, "weight": load.weight, "num_prompts": load.num_prompts,
+                             "request_rate": None if load.request_rate is None else rate_label(load.request_rate)}
+                            for load in loads])
+        write_json(args.output_json, report_document(settings, runs, tenants_by_run or None))
     if args.plot is not None:
         from autoglm.bench.serve.plot import write_plots
 
         for path in write_plots(args.plot, runs):
             print(f"wrote {path}")
     return 1 if notes else 0
+
+
+def _loads(args: argparse.Namespace) -> list[TenantLoad]:
+    """The tenants of ``--tenants``; without it, one anonymous sender with ``--api-key``."""
+    if args.tenants is None:
+        given = [option for option, value in (("--tenant-rates", args.tenant_rates),
+                                              ("--tenant-prompts", args.tenant_prompts),
+                                              ("--tenant-keys", args.tenant_keys)) if value]
+        if given:
+            raise ServeBenchError(f"{', '.join(given)} set what each tenant of --tenants sends; name the tenants "
+                                  "with --tenants NAME[:WEIGHT],...")
+        return [TenantLoad("", 1.0, args.api_key, None, args.num_prompts)]
+    return tenant_loads(args.tenants, args.tenant_rates, args.tenant_prompts, args.tenant_keys, args.num_prompts,
+                        args.api_key)
+
+
+def _sends(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase | None, loads: list[TenantLoad],
+           targets: list[CompletionTarget], rate: float, index: int) -> tuple[list[Send], dict[str, float]]:
+    """Every request of one run, each tenant's at its own rate, and those rates by tenant."""
+    from autoglm.bench.serve.runner import sends_to
+
+    sends, rates = [], {}
+    for position, (load, target) in enumerate(zip(loads, targets)):
+        # Fresh prompts for each rate and tenant: the prefix cache should carry none from one to another.
+        seed = f"{args.seed}:{index}" + (f":{load.name}" if load.name else "")
+        requests = _build_requests(args, tokenizer, random.Random(seed), load.num_prompts)
+        rates[load.name] = rate if load.request_rate is None else load.request_rate
+        times = send_times(len(requests), rates[load.name], args.burstiness, args.seed + position)
+        sends += sends_to(target, requests, times, load.start_s)
+    return sends, rates
 
 
 def _check_dataset_options(args: argparse.Namespace) -> None:
@@ -170,7 +236,8 @@ def _check_dataset_options(args: argparse.Namespace) -> None:
         raise ServeBenchError(f"--dataset-path is read only with --dataset jsonl, not {args.dataset}")
 
 
-def _model_and_tokenizer(args: argparse.Namespace) -> tuple[str, PreTrainedTokenizerBase | None]:
+def _model_and_tokenizer(args: argparse.Namespace,
+                         api_key: str | None) -> tuple[str, PreTrainedTokenizerBase | None]:
     """The model to name in requests, and the tokenizer to draw and count prompts with, if any.
 
     /v1/models is asked when no ``--model`` is given, or when a dataset needs a tokenizer and
@@ -181,7 +248,7 @@ def _model_and_tokenizer(args: argparse.Namespace) -> tuple[str, PreTrainedToken
     model, tokenizer_path = args.model, args.tokenizer
     needs_tokenizer = args.dataset in TOKENIZER_DATASETS
     if model is None or (tokenizer_path is None and needs_tokenizer):
-        cards = fetch_models(args.base_url)
+        cards = fetch_models(args.base_url, api_key)
         card = cards[0] if model is None else next((card for card in cards if card.get("id") == model), None)
         model = model or cards[0]["id"]
         if tokenizer_path is None and needs_tokenizer:
@@ -209,12 +276,12 @@ def _served_model_folder(card: dict[str, Any] | None, dataset: str) -> str:
 
 
 def _build_requests(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase | None,
-                    rng: random.Random) -> list[ServeRequest]:
+                    rng: random.Random, num_prompts: int) -> list[ServeRequest]:
     if args.dataset == "jsonl":
-        return jsonl_requests(args.dataset_path, args.num_prompts, args.random_output_len, tokenizer)
+        return jsonl_requests(args.dataset_path, num_prompts, args.random_output_len, tokenizer)
     assert tokenizer is not None, "random prompts are drawn with a tokenizer"
     if args.dataset == "shared-prefix":
-        return shared_prefix_requests(tokenizer, args.num_prompts, args.shared_prefix_len,
+        return shared_prefix_requests(tokenizer, num_prompts, args.shared_prefix_len,
                                       args.shared_prefix_question_len, args.random_output_len, rng)
-    return random_requests(tokenizer, args.num_prompts, args.random_input_len, args.random_output_len,
+    return random_requests(tokenizer, num_prompts, args.random_input_len, args.random_output_len,
                            args.random_range_ratio, rng)

@@ -20,6 +20,7 @@ class RequestResult:
     prompt_tokens: int | None = None  # from the server's usage, when it sends one
     completion_tokens: int | None = None
     error: str | None = None
+    tenant: str | None = None  # who sent it, in a multi-tenant run
 
     @property
     def success(self) -> bool:
@@ -57,6 +58,7 @@ class RequestResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "tenant": self.tenant,
             "success": self.success,
             "error": self.error,
             "prompt_len": self.prompt_len,

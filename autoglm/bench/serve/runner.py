@@ -13,6 +13,21 @@ from autoglm.bench.serve.datasets import ServeRequest
 
 
 @dataclass(frozen=True)
+class Send:
+    """One request, where it goes (and as which tenant), and when, in seconds after the run starts."""
+
+    target: CompletionTarget
+    request: ServeRequest
+    send_time: float
+
+
+def sends_to(target: CompletionTarget, requests: Sequence[ServeRequest], send_times: Sequence[float],
+             start_s: float = 0.0) -> list[Send]:
+    """Every request to one target, each at its send time after ``start_s``."""
+    return [Send(target, request, start_s + send_time) for request, send_time in zip(requests, send_times)]
+
+
+@dataclass(frozen=True)
 class RateRun:
     """The results of one run, in request order, and its wall time from the first send to the last answer."""
 
@@ -21,8 +36,7 @@ class RateRun:
     results: list[RequestResult]
 
 
-async def run_requests(target: CompletionTarget, requests: Sequence[ServeRequest], send_times: Sequence[float],
-                       max_concurrency: int | None) -> tuple[list[RequestResult], float]:
+async def run_requests(sends: Sequence[Send], max_concurrency: int | None) -> tuple[list[RequestResult], float]:
     """Results in request order and the run's duration.
 
     A request waits for its send time and then, under ``max_concurrency``, for a free slot; its
@@ -34,18 +48,17 @@ async def run_requests(target: CompletionTarget, requests: Sequence[ServeRequest
     async with httpx.AsyncClient(timeout=None, limits=limits) as http:
         origin = time.perf_counter()
 
-        async def send_at(request: ServeRequest, send_time: float) -> RequestResult:
-            await asyncio.sleep(max(0.0, origin + send_time - time.perf_counter()))
+        async def send_at(send: Send) -> RequestResult:
+            await asyncio.sleep(max(0.0, origin + send.send_time - time.perf_counter()))
             if slots is None:
-                return await send_request(http, target, request, origin)
+                return await send_request(http, send.target, send.request, origin)
             async with slots:
-                return await send_request(http, target, request, origin)
+                return await send_request(http, send.target, send.request, origin)
 
-        results = await asyncio.gather(*map(send_at, requests, send_times))
+        results = await asyncio.gather(*map(send_at, sends))
         return list(results), time.perf_counter() - origin
 
 
-def run_at_rate(target: CompletionTarget, requests: Sequence[ServeRequest], send_times: Sequence[float],
-                request_rate: float, max_concurrency: int | None) -> RateRun:
-    results, duration_s = asyncio.run(run_requests(target, requests, send_times, max_concurrency))
+def run_at_rate(sends: Sequence[Send], request_rate: float, max_concurrency: int | None) -> RateRun:
+    results, duration_s = asyncio.run(run_requests(sends, max_concurrency))
     return RateRun(request_rate, duration_s, results)

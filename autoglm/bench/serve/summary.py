@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from autoglm.bench.report import format_table, machine_info
 from autoglm.bench.serve.metrics import LatencyStats, ServeMetrics
 from autoglm.bench.serve.runner import RateRun
+from autoglm.bench.serve.tenant_metrics import TenantResult, backlogged_shares, weight_shares
 
 LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))
 # Distinct error messages a failure note quotes.
@@ -29,8 +30,10 @@ def _number(value: float | int | None, digits: int = 2) -> str:
     return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
-def summary_table(runs: Sequence[tuple[RateRun, ServeMetrics]]) -> str:
-    metrics = [measured for _, measured in runs]
+def metrics_table(title: str, columns: Sequence[tuple[str, ServeMetrics]],
+                  extra_rows: Sequence[Sequence[str]] = ()) -> str:
+    """One column of aggregates per labelled run (a rate, a tenant), ``extra_rows`` below them."""
+    metrics = [measured for _, measured in columns]
     rows: list[list[str]] = []
 
     def row(name: str, values: Sequence[float | int | None]) -> None:
@@ -46,14 +49,33 @@ def summary_table(runs: Sequence[tuple[RateRun, ServeMetrics]]) -> str:
     row("Total token throughput (tok/s)", [m.total_token_throughput for m in metrics])
     if any(m.goodput is not None for m in metrics):
         row("Request goodput (req/s)", [m.goodput for m in metrics])
-    for title, name in LATENCY_ROWS:
+    for heading, name in LATENCY_ROWS:
         stats: list[LatencyStats] = [getattr(m, name) for m in metrics]
-        row(f"Mean {title} (ms)", [s.mean_ms for s in stats])
-        row(f"Median {title} (ms)", [s.median_ms for s in stats])
-        row(f"P90 {title} (ms)", [s.p90_ms for s in stats])
-        row(f"P99 {title} (ms)", [s.p99_ms for s in stats])
-    header = ["request rate (req/s)", *(rate_label(run.request_rate) for run, _ in runs)]
-    return format_table(header, rows)
+        row(f"Mean {heading} (ms)", [s.mean_ms for s in stats])
+        row(f"Median {heading} (ms)", [s.median_ms for s in stats])
+        row(f"P90 {heading} (ms)", [s.p90_ms for s in stats])
+        row(f"P99 {heading} (ms)", [s.p99_ms for s in stats])
+    rows += [list(extra) for extra in extra_rows]
+    return format_table([title, *(label for label, _ in columns)], rows)
+
+
+def summary_table(runs: Sequence[tuple[RateRun, ServeMetrics]]) -> str:
+    return metrics_table("request rate (req/s)", [(rate_label(run.request_rate), measured) for run, measured in runs])
+
+
+def tenants_table(tenants: Sequence[TenantResult], backlogged_s: float) -> str:
+    """One column per tenant, with its rate, and its share of the tokens served while all were backlogged
+    beside the share its weight entitles it to."""
+    entries = [tenant.to_dict(rate_label(tenant.request_rate)) for tenant in tenants]
+    shares = backlogged_shares(entries)
+    rows = [
+        ["Request rate (req/s)", *(entry["request_rate"] for entry in entries)],
+        [f"Tokens while all backlogged ({backlogged_s:.2f} s)",
+         *(f"{entry['backlogged_tokens']:.0f}" for entry in entries)],
+        ["Share of those tokens", *(f"{shares[entry['name']]:.1%}" if shares else "n/a" for entry in entries)],
+        ["Share by weight", *(f"{share:.1%}" for share in weight_shares(entries).values())],
+    ]
+    return metrics_table("tenant", [(tenant.name, tenant.metrics) for tenant in tenants], rows)
 
 
 def failure_notes(runs: Sequence[RateRun]) -> list[str]:
@@ -79,18 +101,22 @@ def is_local_server(base_url: str) -> bool:
         return False
 
 
-def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]]) -> dict[str, Any]:
+def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]],
+                    tenants_by_run: Sequence[tuple[Sequence[TenantResult], float]] | None = None) -> dict[str, Any]:
     """Settings, the server's machine when it is this one (None otherwise), each rate's aggregates
-    and every request's raw timings; rates as :func:`rate_label` strings, since JSON has no infinity."""
+    (and with tenants, each tenant's and the seconds all were backlogged) and every request's raw
+    timings; rates as :func:`rate_label` strings, since JSON has no infinity."""
+    documents = []
+    for index, (run, measured) in enumerate(runs):
+        document: dict[str, Any] = {"request_rate": rate_label(run.request_rate), "metrics": measured.to_dict()}
+        if tenants_by_run is not None:
+            tenants, backlogged_s = tenants_by_run[index]
+            document["tenants"] = [tenant.to_dict(rate_label(tenant.request_rate)) for tenant in tenants]
+            document["backlogged_s"] = backlogged_s
+        document["requests"] = [result.to_dict() for result in run.results]
+        documents.append(document)
     return {
         "settings": settings,
         "machine": machine_info() if is_local_server(settings["base_url"]) else None,
-        "runs": [
-            {
-                "request_rate": rate_label(run.request_rate),
-                "metrics": measured.to_dict(),
-                "requests": [result.to_dict() for result in run.results],
-            }
-            for run, measured in runs
-        ],
+        "runs": documents,
     }
