@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.figures import quantities as q
-from autoglm.bench.figures import quantization_tables, tables
+from autoglm.bench.figures import quantization_tables, tables, tenant_tables
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
 from autoglm.bench.soak import report as soak_report
+from autoglm.bench.tenants import report as tenants_report
 
 RESULTS_SUFFIX = ".json"
 
@@ -45,6 +46,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "quant-accuracy": quantization_tables.quant_accuracy,
     "quant-kernels": quantization_tables.quant_kernels,
     "quant-memory": quantization_tables.quant_memory,
+    "tenants": tenant_tables.tenants,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
@@ -65,6 +67,9 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "soak-itl-ratio": (lambda file: soak_report.p99_itl_ratio(file.data), "{:.2f}x"),
     "soak-rss-growth": (lambda file: soak_report.rss_growth(file.data), "{:+.1%}"),
     "soak-requests": (lambda file: soak_report.requests_sent(file.data), "{:,}"),
+    "tenants-overhead": (lambda file: tenants_report.overhead(file.data), "{:.1%}"),
+    "tenants-split": (lambda file: tenants_report.served_split(file.data), "{:.2f}:1"),
+    "tenants-flood-ttft": (lambda file: tenants_report.flood_ttft_ratio(file.data), "{:.2f}x"),
 }
 
 

@@ -11,7 +11,6 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoglm.bench.serve.arrivals import send_times
 from autoglm.bench.serve.datasets import (
     DATASETS,
     ServeRequest,
@@ -216,17 +215,14 @@ def _loads(args: argparse.Namespace) -> list[TenantLoad]:
 def _sends(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase | None, loads: list[TenantLoad],
            targets: list[CompletionTarget], rate: float, index: int) -> tuple[list[Send], dict[str, float]]:
     """Every request of one run, each tenant's at its own rate, and those rates by tenant."""
-    from autoglm.bench.serve.runner import sends_to
+    from autoglm.bench.serve.runner import tenant_sends
 
-    sends, rates = [], {}
-    for position, (load, target) in enumerate(zip(loads, targets)):
+    def requests_of(load: TenantLoad) -> list[ServeRequest]:
         # Fresh prompts for each rate and tenant: the prefix cache should carry none from one to another.
         seed = f"{args.seed}:{index}" + (f":{load.name}" if load.name else "")
-        requests = _build_requests(args, tokenizer, random.Random(seed), load.num_prompts)
-        rates[load.name] = rate if load.request_rate is None else load.request_rate
-        times = send_times(len(requests), rates[load.name], args.burstiness, args.seed + position)
-        sends += sends_to(target, requests, times, load.start_s)
-    return sends, rates
+        return _build_requests(args, tokenizer, random.Random(seed), load.num_prompts)
+
+    return tenant_sends(loads, targets, requests_of, rate, args.burstiness, args.seed)
 
 
 def _check_dataset_options(args: argparse.Namespace) -> None:

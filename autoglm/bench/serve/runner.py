@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
+from autoglm.bench.serve.arrivals import send_times
 from autoglm.bench.serve.client import CompletionTarget, RequestResult, send_request
 from autoglm.bench.serve.datasets import ServeRequest
+from autoglm.bench.serve.tenant_load import TenantLoad
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,20 @@ def sends_to(target: CompletionTarget, requests: Sequence[ServeRequest], send_ti
              start_s: float = 0.0) -> list[Send]:
     """Every request to one target, each at its send time after ``start_s``."""
     return [Send(target, request, start_s + send_time) for request, send_time in zip(requests, send_times)]
+
+
+def tenant_sends(loads: Sequence[TenantLoad], targets: Sequence[CompletionTarget],
+                 requests_of: Callable[[TenantLoad], Sequence[ServeRequest]], rate: float, burstiness: float,
+                 seed: int) -> tuple[list[Send], dict[str, float]]:
+    """Every tenant's requests to its target at its own rate (``rate`` where it has none), from its start;
+    and the rate each tenant sent at."""
+    sends, rates = [], {}
+    for position, (load, target) in enumerate(zip(loads, targets)):
+        requests = requests_of(load)
+        rates[load.name] = rate if load.request_rate is None else load.request_rate
+        sends += sends_to(target, requests, send_times(len(requests), rates[load.name], burstiness, seed + position),
+                          load.start_s)
+    return sends, rates
 
 
 @dataclass(frozen=True)
