@@ -1,0 +1,55 @@
+"""A real redis-server for the tests, on a random port, keeping nothing on disk."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.server.live_server import free_port
+
+READY_TIMEOUT_S = 10.0
+
+
+@contextlib.contextmanager
+def running_redis(folder: Path) -> Iterator[str]:
+    """Start redis-server and yield its URL once it answers PING; stop it on the way out.
+
+    Skips the test where redis-server is not installed (`make test` installs it).
+    """
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(folder)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}"
+    try:
+        _wait_until_ready(url, process)
+        yield url
+    finally:
+        stop_redis(process)
+
+
+def stop_redis(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen) -> None:
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {process.returncode} before answering")
+        with contextlib.suppress(redis.ConnectionError):
+            if client.ping():
+                return
+        time.sleep(0.02)
+    raise TimeoutError(f"redis-server at {url} did not answer PING within {READY_TIMEOUT_S}s")
