@@ -108,4 +108,3 @@ def test_a_key_expires_at_its_time(tmp_path):
     with pytest.raises(APIError) as raised:
         keyring.authenticate(key, now=expires)
     assert raised.value.status == HTTPStatus.UNAUTHORIZED and "expired" in raised.value.body.error.message
-

@@ -155,7 +155,8 @@ class TenantRateLimiter:
         if amount is None:
             return None
         stats = await limiter.get_window_stats(limit.item(amount, self._windows), tenant.id, limit.setting)
-        return WindowState(limit=amount, remaining=max(0, stats.remaining), reset_s=max(0.0, stats.reset_time - time.time()))
+        return WindowState(limit=amount, remaining=max(0, stats.remaining),
+                           reset_s=max(0.0, stats.reset_time - time.time()))
 
 
 def _exceeded(tenant: Tenant, limit: _Limit, window: WindowState) -> APIError:
