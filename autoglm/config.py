@@ -50,6 +50,7 @@ _DTYPE_ALIASES = {
 }
 # vLLM's name for the e4m3 float8 cache.
 _KV_CACHE_DTYPE_ALIASES = {"fp8": "fp8_e4m3"}
+_REDIS_URL_PATTERN = re.compile(r"rediss?://[^\s/]+(/\d+)?")
 _DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
 _BYTE_UNITS = {
     "": 1,
@@ -311,6 +312,16 @@ class AutoGLMConfig(BaseModel):
         repr=False,  # kept out of any printed or logged settings
         json_schema_extra=_SERVER,
     )
+    rate_limit_storage: str = Field(
+        "memory://",
+        description=(
+            "Where tenants' rate limits and quotas are counted: 'memory://' (this process alone) or "
+            "'redis://HOST:PORT[/DB]' (needs the open-autoglm[redis] extra), which lets several replicas "
+            "share one budget per tenant."
+        ),
+        repr=False,  # a Redis URL may hold a password
+        json_schema_extra=_SERVER,
+    )
     max_sequences_per_request: int = Field(
         256,
         ge=1,
@@ -448,6 +459,13 @@ class AutoGLMConfig(BaseModel):
         if not value and info.field_name == "allowed_hosts":
             raise ValueError("an empty list would refuse every request; give names, '*' for any, or leave it unset")
         return tuple(value)
+
+    @field_validator("rate_limit_storage")
+    @classmethod
+    def _rate_limit_storage_url(cls, url: str) -> str:
+        if url != "memory://" and _REDIS_URL_PATTERN.fullmatch(url) is None:
+            raise ValueError("expected 'memory://' or 'redis://HOST:PORT[/DB]' (rediss:// for TLS)")
+        return url
 
     @field_validator("enable_prefix_caching")
     @classmethod

@@ -36,6 +36,9 @@ from autoglm.server.stats_logger import log_engine_stats
 from autoglm.server.tenants.access import check_access, may_use_model
 from autoglm.server.tenants.authentication import AuthenticationMiddleware
 from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
+from autoglm.server.tenants.rate_limit_middleware import RateLimitMiddleware
+from autoglm.server.tenants.rate_limit_storage import rate_limit_storage
+from autoglm.server.tenants.rate_limits import LimitWindows, TenantRateLimiter
 from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
 logger = logging.getLogger(__name__)
@@ -112,15 +115,20 @@ async def chat_completions(body: ChatCompletionRequest, raw: Request, state: Ser
 
 
 def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None = None,
-              on_load_failure: Callable[[], None] | None = None) -> FastAPI:
+              on_load_failure: Callable[[], None] | None = None,
+              limit_windows: LimitWindows = LimitWindows()) -> FastAPI:
     """An app that starts loading the model when it starts, answering 503 until the model is ready.
 
     `load_engine` defaults to building an LLMEngine from `config`; `on_load_failure` is called
-    if loading raises (the server cannot serve anything after that).
+    if loading raises (the server cannot serve anything after that). `limit_windows` shortens the
+    tenants' rate-limit windows, for tests.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
+    limiter = None
     if keyring is None:
         logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
+    else:  # a Redis URL without its client stops the start
+        limiter = TenantRateLimiter(rate_limit_storage(config.rate_limit_storage), limit_windows)
     state = ServerState(config)
     load = load_engine or partial(LLMEngine, config)
 
@@ -144,17 +152,21 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     app.state.server = state
     install_error_handlers(app)
     app.include_router(router)
-    _add_middleware(app, config, state.metrics, keyring)
+    _add_middleware(app, config, state.metrics, keyring, limiter)
     install_openapi(app)
     return app
 
 
-def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None) -> None:
+def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None,
+                    limiter: TenantRateLimiter | None) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
-    with a valid key where keys are needed."""
+    with a valid key where keys are needed; every answer to a key of a tenant with limits says
+    what is left of its budget."""
     app.add_middleware(RequestBodyMiddleware, max_bytes=config.max_request_body_bytes,
                        read_timeout_s=config.body_read_timeout_s)
+    if limiter is not None:
+        app.add_middleware(RateLimitMiddleware, limiter=limiter)
     if keyring is not None:
         app.add_middleware(AuthenticationMiddleware, keyring=keyring)
     if config.cors_allowed_origins:

@@ -54,11 +54,12 @@ class APIError(Exception):
     """A failure with the HTTP status and OpenAI error fields it is answered with."""
 
     def __init__(self, status: HTTPStatus, message: str, *, param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, error_type: str | None = None) -> None:
+        """`error_type` replaces the status's usual type, as OpenAI's rate limits say 'requests' or 'tokens'."""
         super().__init__(message)
         self.status = status
         self.body = ErrorResponse(error=ErrorInfo(
-            message=message, type=_ERROR_TYPES.get(status, "server_error"), param=param, code=code,
+            message=message, type=error_type or _ERROR_TYPES.get(status, "server_error"), param=param, code=code,
         ))
         self.headers = headers
 

@@ -27,6 +27,8 @@ from autoglm.server.responses import (
 from autoglm.server.sampling import chat_sampling_params
 from autoglm.server.serving import serve_generation
 from autoglm.server.state import ServerState
+from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
+from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.unsupported import refuse_unimplemented
@@ -64,9 +66,11 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
+        body = capped_max_tokens(raw, body)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
                                       state.config.max_sequences_per_request)
         token_ids = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
+        tracker.on_tokens = await admit_generation(raw, len(token_ids))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs,
                           engine.engine.tokenizer)

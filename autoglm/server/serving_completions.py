@@ -15,6 +15,8 @@ from autoglm.server.responses import CompletionChoice, CompletionLogprobs, Compl
 from autoglm.server.sampling import completion_sampling_params
 from autoglm.server.serving import choice_index, serve_generation
 from autoglm.server.state import ServerState
+from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
+from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.unsupported import refuse_unimplemented
@@ -25,9 +27,11 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)
+        body = capped_max_tokens(raw, body)
         params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
                                             state.config.max_sequences_per_request)
         prompts = await tokenize_prompts(state.tokenizers, body.prompts)
+        tracker.on_tokens = await admit_generation(raw, sum(len(prompt.token_ids) for prompt in prompts))
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)
     return await serve_generation(raw, engine, tracker, prompts, params, body, builder)

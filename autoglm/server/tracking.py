@@ -5,7 +5,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -47,6 +47,7 @@ class RequestTracker:
     finish_reason: str | None = None  # of the first choice, in the prompt whose first choice reported last
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
+    on_tokens: Callable[[int], None] | None = None  # told each step's new completion tokens (rate limits)
     _counts: dict[str, TokenCounts] = field(default_factory=dict, init=False)  # by engine request id
     _last_token_time: float | None = field(default=None, init=False)
     _ended: bool = field(default=False, init=False)
@@ -74,6 +75,8 @@ class RequestTracker:
             self.first_scheduled_time = delta.metrics.first_scheduled_time
         if not new_tokens:
             return
+        if self.on_tokens is not None:
+            self.on_tokens(new_tokens)
         now = time.time()
         if self._last_token_time is None:
             self.first_token_time = now

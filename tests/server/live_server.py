@@ -20,6 +20,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.server.app import build_app
 from autoglm.server.state import ServerState
+from autoglm.server.tenants.rate_limits import LimitWindows
 from autoglm.server.uvicorn_config import uvicorn_config
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -70,10 +71,10 @@ class RunningServer:
 
 
 def start_server(model: Path, load_engine: Callable[[], LLMEngine] | None = None, wait_ready: bool = True,
-                 **settings: object) -> RunningServer:
+                 limit_windows: LimitWindows = LimitWindows(), **settings: object) -> RunningServer:
     """Serve `model` from a uvicorn thread; by default, return once /health answers 200."""
     config = AutoGLMConfig(model=str(model), **{**BASE_SETTINGS, **settings})
-    app = build_app(config, load_engine=load_engine)
+    app = build_app(config, load_engine=load_engine, limit_windows=limit_windows)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"

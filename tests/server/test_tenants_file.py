@@ -108,14 +108,3 @@ def test_a_key_expires_at_its_time(tmp_path):
     with pytest.raises(APIError) as raised:
         keyring.authenticate(key, now=expires)
     assert raised.value.status == HTTPStatus.UNAUTHORIZED and "expired" in raised.value.body.error.message
-
-
-def test_limits_not_yet_enforced_are_said_at_start(tmp_path, caplog):
-    from autoglm.config import AutoGLMConfig
-    from autoglm.server.tenants.keyring import keyring_from_config
-
-    path = tmp_path / "tenants.yaml"
-    path.write_text("tenants:\n  - id: team-a\n    limits: {requests_per_minute: 5}\n  - id: team-b\nkeys: []\n")
-    with caplog.at_level("WARNING"):
-        keyring_from_config(AutoGLMConfig(tenants_file=str(path)))
-    assert "the limits and weights of 'team-a' are read but not enforced" in caplog.text

@@ -1,7 +1,6 @@
 """The keys a server accepts, and who each one speaks for."""
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
@@ -9,11 +8,9 @@ from pathlib import Path
 
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.server.errors import APIError
-from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantLimits, TenantsFile,
+from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
                                          load_tenants_file, utc_now)
 from autoglm.server.tenants.keys import hash_key, hashes_match
-
-logger = logging.getLogger(__name__)
 
 # The tenant the one `api_key` setting speaks for.
 API_KEY_TENANT = "default"
@@ -64,12 +61,7 @@ def keyring_from_config(config: AutoGLMConfig) -> KeyRing | None:
         raise ConfigError("tenants_file and api_key are both set; set one (add the key to the tenants file "
                           "with 'autoglm keys create' instead)")
     if config.tenants_file is not None:
-        tenants = load_tenants_file(Path(config.tenants_file))
-        unenforced = [tenant.id for tenant in tenants.tenants if tenant.limits != TenantLimits() or tenant.weight != 1]
-        if unenforced:
-            logger.warning("%s: the limits and weights of %s are read but not enforced by this version",
-                           config.tenants_file, ", ".join(f"'{name}'" for name in unenforced))
-        return KeyRing(tenants)
+        return KeyRing(load_tenants_file(Path(config.tenants_file)))
     if config.api_key is not None:
         tenant = Tenant(id=API_KEY_TENANT, role=Role.ADMIN, models=(ANY_MODEL,))
         key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.api_key),
