@@ -15,6 +15,7 @@ from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids
+from autoglm.server import admin
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
@@ -33,7 +34,7 @@ from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
-from autoglm.server.tenants.access import check_access, may_use_model
+from autoglm.server.tenants.access import check_access, check_admin, may_use_model
 from autoglm.server.tenants.authentication import AuthenticationMiddleware
 from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
@@ -63,7 +64,9 @@ async def version() -> dict[str, str]:
 
 
 @router.get("/metrics")
-async def metrics(state: ServerState = State) -> Response:
+async def metrics(raw: Request, state: ServerState = State) -> Response:
+    """Open, or for an admin key only with the metrics_require_key setting (it shows every tenant's usage)."""
+    check_admin(raw)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -121,7 +124,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
     if keyring is None:
         logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
-    state = ServerState(config)
+    state = ServerState(config, keyring)
     load = load_engine or partial(LLMEngine, config)
 
     def loaded(task: asyncio.Task[None]) -> None:
@@ -133,10 +136,14 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         loading = asyncio.create_task(state.load(load))
         loading.add_done_callback(loaded)
         stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
+        usage_flushes = asyncio.create_task(state.usage.flush_periodically()) if state.usage is not None else None
         yield
         loading.cancel()
         stats.cancel()
         await state.shutdown()
+        if usage_flushes is not None:
+            usage_flushes.cancel()
+            await state.usage.close()
 
     docs = config.enable_api_docs
     app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
@@ -144,6 +151,8 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     app.state.server = state
     install_error_handlers(app)
     app.include_router(router)
+    if keyring is not None:
+        app.include_router(admin.router)
     _add_middleware(app, config, state.metrics, keyring)
     install_openapi(app)
     return app
@@ -156,9 +165,9 @@ def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics,
     app.add_middleware(RequestBodyMiddleware, max_bytes=config.max_request_body_bytes,
                        read_timeout_s=config.body_read_timeout_s)
     if keyring is not None:
-        app.add_middleware(AuthenticationMiddleware, keyring=keyring)
+        app.add_middleware(AuthenticationMiddleware, keyring=keyring, keyed_metrics=config.metrics_require_key)
     if config.cors_allowed_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
     app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
-    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=router.routes)
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=app.router.routes)
