@@ -10,6 +10,7 @@ from functools import partial
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
 
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
@@ -150,15 +151,16 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
-    app.include_router(router)
-    if keyring is not None:
-        app.include_router(admin.router)
-    _add_middleware(app, config, state.metrics, keyring)
+    routers = [router, admin.router] if keyring is not None else [router]  # no tenants to administer without keys
+    for served in routers:
+        app.include_router(served)
+    _add_middleware(app, config, state.metrics, keyring, [route for served in routers for route in served.routes])
     install_openapi(app)
     return app
 
 
-def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None) -> None:
+def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None,
+                    routes: list[BaseRoute]) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
     with a valid key where keys are needed."""
@@ -170,4 +172,4 @@ def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics,
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
     app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
-    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=app.router.routes)
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)

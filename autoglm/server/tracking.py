@@ -134,7 +134,7 @@ class RequestTracker:
             "error": error,
         }
         if self.prompt is not None:
-            line["prompt"] = to_jsonable_python(self.prompt)
+            line["prompt"] = to_jsonable_python(self.prompt, exclude_none=True)
         request_logger.info(json.dumps(line))
 
     def _count_for_tenant(self, tenant: str, finished_reason: str | None, counts: TokenCounts) -> None:

@@ -128,3 +128,9 @@ def test_a_server_without_keys_has_no_admin_routes_and_open_metrics(server):
 def test_keyed_metrics_need_keys_to_check(chat_model):
     with pytest.raises(ConfigError, match="metrics_require_key needs keys"):
         build_app(AutoGLMConfig(model=str(chat_model), metrics_require_key=True))
+
+
+def test_admin_refusals_are_counted_under_their_route(admin_server, tenants):
+    httpx.get(admin_server.url + "/admin/tenants")
+    metrics = httpx.get(admin_server.url + "/metrics", headers=bearer(tenants.keys["ops-key"])).text
+    assert 'autoglm:http_requests_total{route="/admin/tenants",status="401"} 1.0' in metrics
