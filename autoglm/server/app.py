@@ -137,14 +137,15 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         loading = asyncio.create_task(state.load(load))
         loading.add_done_callback(loaded)
         stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
-        usage_flushes = asyncio.create_task(state.usage.flush_periodically()) if state.usage is not None else None
+        usage = state.usage
+        usage_flushes = asyncio.create_task(usage.flush_periodically()) if usage is not None else None
         yield
         loading.cancel()
         stats.cancel()
         await state.shutdown()
-        if usage_flushes is not None:
+        if usage is not None and usage_flushes is not None:
             usage_flushes.cancel()
-            await state.usage.close()
+            await usage.close()  # what the last requests added
 
     docs = config.enable_api_docs
     app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
