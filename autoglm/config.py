@@ -322,6 +322,27 @@ class AutoGLMConfig(BaseModel):
         repr=False,  # a Redis URL may hold a password
         json_schema_extra=_SERVER,
     )
+    usage_db: str | None = Field(
+        None,
+        description=(
+            "SQLite file where each tenant's requests and tokens are counted, by day, across restarts; "
+            "None: $XDG_DATA_HOME/autoglm/usage.sqlite (~/.local/share/autoglm/usage.sqlite); ':memory:': "
+            "counted for the process's life only. Used when tenants_file or api_key is set."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    metrics_require_key: bool = Field(
+        False,
+        description="Serve /metrics only to an admin key (it shows every tenant's usage); needs tenants_file "
+                    "or api_key. False: /metrics is open, as /health is.",
+        json_schema_extra=_SERVER,
+    )
+    log_prompts: bool = Field(
+        False,
+        description="Write each request's prompt (or chat messages) in its request log line; off, no log line "
+                    "holds a prompt's text.",
+        json_schema_extra=_SERVER,
+    )
     max_sequences_per_request: int = Field(
         256,
         ge=1,

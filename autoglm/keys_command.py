@@ -37,12 +37,12 @@ def _create(args: argparse.Namespace) -> int:
 
 def _revoke(args: argparse.Namespace) -> int:
     tenants = load_tenants_file(args.file)
-    ids = [key.id for key in tenants.keys]
-    if args.id not in ids:
+    if tenants.key(args.id) is None:
+        ids = [key.id for key in tenants.keys]
         raise ValueError(f"no key '{args.id}' in {args.file}; keys: {', '.join(ids) or 'none'}")
-    keys = tuple(key.model_copy(update={"revoked": True}) if key.id == args.id else key for key in tenants.keys)
-    save_tenants_file(args.file, tenants.model_copy(update={"keys": keys}))
-    print(f"key '{args.id}' revoked in {args.file}; a running server refuses it once it reads the file again",
+    save_tenants_file(args.file, tenants.with_key_revoked(args.id))
+    print(f"key '{args.id}' revoked in {args.file}; a running server refuses it once it reads the file again "
+          f"(on SIGHUP or POST /admin/reload)",
           file=sys.stderr)
     return 0
 

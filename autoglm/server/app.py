@@ -10,11 +10,13 @@ from functools import partial
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
 
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids
+from autoglm.server import admin
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
@@ -33,7 +35,7 @@ from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
-from autoglm.server.tenants.access import check_access, may_use_model
+from autoglm.server.tenants.access import check_access, check_admin, may_use_model
 from autoglm.server.tenants.authentication import AuthenticationMiddleware
 from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.tenants.rate_limit_middleware import RateLimitMiddleware
@@ -66,7 +68,9 @@ async def version() -> dict[str, str]:
 
 
 @router.get("/metrics")
-async def metrics(state: ServerState = State) -> Response:
+async def metrics(raw: Request, state: ServerState = State) -> Response:
+    """Open, or for an admin key only with the metrics_require_key setting (it shows every tenant's usage)."""
+    check_admin(raw)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -129,7 +133,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
     else:  # a Redis URL without its client stops the start
         limiter = TenantRateLimiter(rate_limit_storage(config.rate_limit_storage), limit_windows)
-    state = ServerState(config)
+    state = ServerState(config, keyring)
     load = load_engine or partial(LLMEngine, config)
 
     def loaded(task: asyncio.Task[None]) -> None:
@@ -141,24 +145,32 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         loading = asyncio.create_task(state.load(load))
         loading.add_done_callback(loaded)
         stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
+        usage = state.usage
+        usage_flushes = asyncio.create_task(usage.flush_periodically()) if usage is not None else None
         yield
         loading.cancel()
         stats.cancel()
         await state.shutdown()
+        if usage is not None and usage_flushes is not None:
+            usage_flushes.cancel()
+            await usage.close()  # what the last requests added
 
     docs = config.enable_api_docs
     app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
-    app.include_router(router)
-    _add_middleware(app, config, state.metrics, keyring, limiter)
+    routers = [router, admin.router] if keyring is not None else [router]  # no tenants to administer without keys
+    for served in routers:
+        app.include_router(served)
+    _add_middleware(app, config, state.metrics, keyring, limiter,
+                    [route for served in routers for route in served.routes])
     install_openapi(app)
     return app
 
 
 def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None,
-                    limiter: TenantRateLimiter | None) -> None:
+                    limiter: TenantRateLimiter | None, routes: list[BaseRoute]) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
     with a valid key where keys are needed; every answer to a key of a tenant with limits says
@@ -168,9 +180,9 @@ def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics,
     if limiter is not None:
         app.add_middleware(RateLimitMiddleware, limiter=limiter)
     if keyring is not None:
-        app.add_middleware(AuthenticationMiddleware, keyring=keyring)
+        app.add_middleware(AuthenticationMiddleware, keyring=keyring, keyed_metrics=config.metrics_require_key)
     if config.cors_allowed_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
     app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
-    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=router.routes)
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)

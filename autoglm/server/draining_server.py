@@ -4,16 +4,23 @@ uvicorn's own shutdown stops accepting connections at once and raises the signal
 is done, so the process would end with the signal's status. Here the first SIGTERM (or SIGINT)
 drains: new requests get 503 while open ones have drain_timeout_s to finish, then the server
 stops and the process exits 0. A second signal exits at once.
+
+With a tenants file, SIGHUP reads it again; requests already let in keep their keys' principals.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
+from collections.abc import Iterator
 from types import FrameType
 
 import uvicorn
 
+from autoglm.server.admin import reload_tenants
 from autoglm.server.state import ServerState
+from autoglm.server.tenants.file import TenantsFileError
 
 
 class DrainingServer(uvicorn.Server):
@@ -26,10 +33,25 @@ class DrainingServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_started = False
         self._drain_task: asyncio.Task[None] | None = None  # held so the running drain is not collected
+        self._reloads: set[asyncio.Task[None]] = set()  # held until done, for the same reason
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        with self._reloading_tenants_on_sighup(self._loop):
+            await super().serve(sockets)
+
+    @contextlib.contextmanager
+    def _reloading_tenants_on_sighup(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """Without a tenants file SIGHUP keeps its default action, as before tenants existed."""
+        keyring = self._state.keyring
+        if keyring is None or keyring.path is None:
+            yield
+            return
+        loop.add_signal_handler(signal.SIGHUP, self._start_reload)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Deliberately not recording the signal, which uvicorn would raise again on the way out.
@@ -42,6 +64,16 @@ class DrainingServer(uvicorn.Server):
     def stop(self, exit_code: int) -> None:
         self.exit_code = exit_code
         self.should_exit = True
+
+    def _start_reload(self) -> None:
+        task = asyncio.create_task(self._reload())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    async def _reload(self) -> None:
+        assert self._state.keyring is not None
+        with contextlib.suppress(TenantsFileError):  # logged; the old file stays served
+            await reload_tenants(self._state.keyring)
 
     def _start_drain(self) -> None:
         self._drain_task = asyncio.create_task(self._drain_then_exit())

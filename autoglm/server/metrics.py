@@ -63,17 +63,40 @@ class _EngineStatsCollector(Collector):
             yield counter
 
 
-class ServerMetrics:
-    """One registry per app, so several servers in one process never share numbers."""
+# The tenant label of a request whose tenant is no longer in the tenants file (a reload removed it):
+# label values are the file's tenant ids and this, never anything a client sends.
+OTHER_TENANT = "other"
 
-    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None]) -> None:
+
+class ServerMetrics:
+    """One registry per app, so several servers in one process never share numbers.
+
+    `is_tenant` says whether an id is in the tenants file now, to keep the tenant label's values bounded.
+    """
+
+    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None],
+                 is_tenant: Callable[[str], bool] = lambda _: False) -> None:
         self.model_name = model_name
+        self._is_tenant = is_tenant
         self.registry = CollectorRegistry()
         self.registry.register(_EngineStatsCollector(model_name, read_stats))
         self._request_success = Counter(
             "autoglm:request_success", "Requests that finished, by finish reason.",
             ["model_name", "finished_reason"], registry=self.registry,
         )
+        self._tenant_request_success = Counter(
+            "autoglm:tenant_request_success", "Requests that finished, by tenant and finish reason.",
+            ["model_name", "tenant", "finished_reason"], registry=self.registry,
+        )
+        self._tenant_tokens = {
+            kind: Counter(f"autoglm:tenant_{kind}_tokens", documentation, ["model_name", "tenant"],
+                          registry=self.registry)
+            for kind, documentation in (
+                ("prompt", "Prompt tokens of the requests that ended, by tenant."),
+                ("cached", "Prompt tokens found in the prefix cache, of the requests that ended, by tenant."),
+                ("generation", "Tokens generated for the requests that ended, by tenant."),
+            )
+        }
         self._http_requests = Counter(
             "autoglm:http_requests", "HTTP requests answered, by route and status; 'unmatched' for unknown URLs.",
             ["route", "status"], registry=self.registry,
@@ -100,6 +123,15 @@ class ServerMetrics:
 
     def count_success(self, finished_reason: str) -> None:
         self._request_success.labels(self.model_name, finished_reason).inc()
+
+    def count_tenant_request(self, tenant: str, finished_reason: str | None, prompt_tokens: int, cached_tokens: int,
+                             generation_tokens: int) -> None:
+        """A tenant's request that ended: a success if it has a finish reason, its tokens in any case."""
+        label = tenant if self._is_tenant(tenant) else OTHER_TENANT
+        if finished_reason is not None:
+            self._tenant_request_success.labels(self.model_name, label, finished_reason).inc()
+        for kind, tokens in (("prompt", prompt_tokens), ("cached", cached_tokens), ("generation", generation_tokens)):
+            self._tenant_tokens[kind].labels(self.model_name, label).inc(tokens)
 
     def count_http_request(self, route: str, status: int) -> None:
         self._http_requests.labels(route, str(int(status))).inc()

@@ -62,7 +62,7 @@ async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage],
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
-    tracker = state.new_tracker("chatcmpl")
+    tracker = state.new_tracker("chatcmpl", raw, body.messages)
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)

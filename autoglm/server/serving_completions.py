@@ -23,7 +23,7 @@ from autoglm.server.unsupported import refuse_unimplemented
 
 
 async def create_completion(raw: Request, state: ServerState, body: CompletionRequest) -> Response:
-    tracker = state.new_tracker("cmpl")
+    tracker = state.new_tracker("cmpl", raw, body.prompt)
     with tracker.logging_rejection():
         engine = state.ready_engine(body.model)
         refuse_unimplemented(body)

@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 
+from fastapi import Request
+
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import EngineStats, LLMEngine
 from autoglm.errors import quote_value
@@ -16,6 +18,9 @@ from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
 from autoglm.server.native_memory import bound_onednn_primitive_cache
+from autoglm.server.tenants.access import request_principal
+from autoglm.server.tenants.keyring import KeyRing
+from autoglm.server.tenants.usage import UsageLedger, default_usage_db
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tracking import RequestTracker
 
@@ -28,17 +33,23 @@ def served_model_name(config: AutoGLMConfig) -> str:
 
 
 class ServerState:
-    """Shared by every route of one app; the engine is None until the model has loaded."""
+    """Shared by every route of one app; the engine is None until the model has loaded.
 
-    def __init__(self, config: AutoGLMConfig) -> None:
+    With keys (`keyring`), each tenant's usage is counted in the usage_db file.
+    """
+
+    def __init__(self, config: AutoGLMConfig, keyring: KeyRing | None = None) -> None:
         self.config = config
+        self.keyring = keyring
+        self.usage = UsageLedger(config.usage_db or str(default_usage_db())) if keyring is not None else None
         self.model_name = served_model_name(config)
         self.created = int(time.time())
         self.engine: AsyncEngine | None = None
         self._tokenizers: TokenizerPool | None = None
         self.load_error: str | None = None
         self.draining = False
-        self.metrics = ServerMetrics(self.model_name, self.engine_stats)
+        self.metrics = ServerMetrics(self.model_name, self.engine_stats,
+                                     keyring.has_tenant if keyring is not None else lambda _: False)
 
     def engine_stats(self) -> EngineStats | None:
         return self.engine.stats if self.engine is not None else None
@@ -65,8 +76,12 @@ class ServerState:
         assert self._tokenizers is not None, "the tokenizer workers start with the engine; call ready_engine first"
         return self._tokenizers
 
-    def new_tracker(self, id_prefix: str) -> RequestTracker:
-        return RequestTracker(f"{id_prefix}-{uuid.uuid4().hex}", self.metrics)
+    def new_tracker(self, id_prefix: str, request: Request, prompt: object) -> RequestTracker:
+        """The tracker of a request for `prompt` (its text or chat messages, logged only if log_prompts is on)."""
+        principal = request_principal(request)
+        return RequestTracker(f"{id_prefix}-{uuid.uuid4().hex}", self.metrics,
+                              tenant=principal.tenant.id if principal is not None else None, usage=self.usage,
+                              prompt=prompt if self.config.log_prompts else None)
 
     async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
         """Build the engine and the tokenizer workers off the event loop, so /health can answer 503

@@ -9,9 +9,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
+from pydantic_core import to_jsonable_python
+
 from autoglm.outputs import RequestOutput
 from autoglm.server.errors import to_api_error
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.tenants.usage import Usage, UsageLedger
 
 # One JSON object per line, one line per request, for log shippers to parse.
 request_logger = logging.getLogger("autoglm.requests")
@@ -39,10 +42,16 @@ class RequestTracker:
 
     Token latencies are timed as each step's delta reaches the server (however late the client reads it): the
     engine's own timestamps live in one object it keeps updating, so they may already be a step ahead.
+
+    A request of a tenant is counted in its usage and its per-tenant metrics once it ends, if the engine took
+    it in. `prompt`, set only when prompts may be logged, is written in the log line.
     """
 
     request_id: str
     metrics: ServerMetrics
+    tenant: str | None = None
+    usage: UsageLedger | None = None
+    prompt: object | None = None
     arrival_time: float = field(default_factory=time.time)
     finish_reason: str | None = None  # of the first choice, in the prompt whose first choice reported last
     first_scheduled_time: float | None = None
@@ -111,8 +120,11 @@ class RequestTracker:
             self.metrics.e2e_request_latency.observe(now - self.arrival_time)
             if scheduled is not None:
                 self.metrics.request_queue_time.observe(scheduled - self.arrival_time)
-        request_logger.info(json.dumps({
+        if self.tenant is not None and counts.prompt:
+            self._count_for_tenant(self.tenant, self.finish_reason if status == HTTPStatus.OK else None, counts)
+        line = {
             "request_id": self.request_id,
+            "tenant": self.tenant,
             "model": self.metrics.model_name,
             "status": status,
             "prompt_tokens": counts.prompt,
@@ -123,4 +135,13 @@ class RequestTracker:
             "e2e_ms": _ms(self.arrival_time, now),
             "finish_reason": self.finish_reason,
             "error": error,
-        }))
+        }
+        if self.prompt is not None:
+            line["prompt"] = to_jsonable_python(self.prompt, exclude_none=True)
+        request_logger.info(json.dumps(line))
+
+    def _count_for_tenant(self, tenant: str, finished_reason: str | None, counts: TokenCounts) -> None:
+        self.metrics.count_tenant_request(tenant, finished_reason, counts.prompt, counts.cached, counts.completion)
+        if self.usage is not None:
+            self.usage.record(tenant, Usage(requests=1, prompt_tokens=counts.prompt, cached_tokens=counts.cached,
+                                            completion_tokens=counts.completion))

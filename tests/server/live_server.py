@@ -28,8 +28,10 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-# Small enough to start in a moment, big enough for every test's prompt plus output.
-BASE_SETTINGS = {"max_context_len": 256, "kv_cache_memory": "4MiB", "log_stats_interval_s": 0.5}
+# Small enough to start in a moment, big enough for every test's prompt plus output; usage kept in memory,
+# never in the user's data folder.
+BASE_SETTINGS = {"max_context_len": 256, "kv_cache_memory": "4MiB", "log_stats_interval_s": 0.5,
+                 "usage_db": ":memory:"}
 STARTUP_TIMEOUT_S = 60.0
 
 

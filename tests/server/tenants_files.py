@@ -32,3 +32,7 @@ class TenantsFixture:
 
 def an_hour_ago() -> str:
     return (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}

@@ -12,7 +12,7 @@ from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.server.app import build_app
 from autoglm.server.tenants.file import TenantsFileError
 from tests.server.live_server import start_server
-from tests.server.tenants_files import TenantsFixture, an_hour_ago
+from tests.server.tenants_files import TenantsFixture, an_hour_ago, bearer
 
 MODEL = "tiny-llama"
 
@@ -46,10 +46,6 @@ def client(server, key: str) -> openai.OpenAI:
 
 def complete(server, key: str) -> openai.types.Completion:
     return client(server, key).completions.create(model=MODEL, prompt="Hello", max_tokens=2)
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 @pytest.mark.parametrize("path", ["/v1/models", "/tokenize", "/detokenize", "/v1/completions", "/v1/chat/completions"])

@@ -8,6 +8,7 @@ from fastapi import Request
 from autoglm.errors import quote_value
 from autoglm.server.errors import APIError
 from autoglm.server.tenants.authentication import PRINCIPAL_STATE
+from autoglm.server.tenants.file import Role
 from autoglm.server.tenants.keyring import Principal
 
 
@@ -34,3 +35,11 @@ def check_access(request: Request, model: str | None, *, generates: bool) -> Non
         raise APIError(HTTPStatus.FORBIDDEN, f"tenant '{principal.tenant.id}' may not use the model "
                        f"{quote_value(model)}; it may use: {', '.join(principal.tenant.models)}",
                        param="model", code="model_not_allowed")
+
+
+def check_admin(request: Request) -> None:
+    """Refuse with 403 a key whose role is not 'admin' (a server without keys has no roles to check)."""
+    principal = request_principal(request)
+    if principal is not None and principal.role is not Role.ADMIN:
+        raise APIError(HTTPStatus.FORBIDDEN, f"the API key's role '{principal.role.value}' may not use this route; "
+                       f"it needs role 'admin'", code="insufficient_permissions")

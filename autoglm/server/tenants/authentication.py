@@ -10,14 +10,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from autoglm.server.errors import APIError
 from autoglm.server.tenants.keyring import KeyRing, invalid_key
 
-# Routes that need a key: the OpenAI API and the tokenizer's. /health, /metrics, /version stay open.
-_KEYED_PREFIX = "/v1/"
+# Routes that need a key: the OpenAI API, the tokenizer's, the admin routes, and /metrics if the
+# metrics_require_key setting says so. /health and /version stay open.
+_KEYED_PREFIXES = ("/v1/", "/admin/")
 _KEYED_PATHS = frozenset({"/tokenize", "/detokenize"})
+METRICS_PATH = "/metrics"
 PRINCIPAL_STATE = "principal"
 
 
-def needs_key(path: str) -> bool:
-    return path.startswith(_KEYED_PREFIX) or path in _KEYED_PATHS
+def needs_key(path: str, keyed_metrics: bool = False) -> bool:
+    return path.startswith(_KEYED_PREFIXES) or path in _KEYED_PATHS or (keyed_metrics and path == METRICS_PATH)
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -34,12 +36,13 @@ def bearer_token(scope: Scope) -> str | None:
 class AuthenticationMiddleware:
     """Answers 401 to a keyed route's request without a valid key; passes the rest with their principal."""
 
-    def __init__(self, app: ASGIApp, keyring: KeyRing) -> None:
+    def __init__(self, app: ASGIApp, keyring: KeyRing, keyed_metrics: bool = False) -> None:
         self.app = app
         self.keyring = keyring
+        self.keyed_metrics = keyed_metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and needs_key(scope["path"]):
+        if scope["type"] == "http" and needs_key(scope["path"], self.keyed_metrics):
             token = bearer_token(scope)
             try:
                 if token is None:

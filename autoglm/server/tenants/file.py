@@ -108,6 +108,14 @@ class TenantsFile(_Strict):
     def tenant(self, tenant_id: str) -> Tenant | None:
         return next((tenant for tenant in self.tenants if tenant.id == tenant_id), None)
 
+    def key(self, key_id: str) -> StoredKey | None:
+        return next((key for key in self.keys if key.id == key_id), None)
+
+    def with_key_revoked(self, key_id: str) -> TenantsFile:
+        """This file with the key `key_id` marked revoked; it stays listed."""
+        keys = tuple(key.model_copy(update={"revoked": True}) if key.id == key_id else key for key in self.keys)
+        return self.model_copy(update={"keys": keys})
+
     def key_role(self, key: StoredKey) -> Role:
         tenant = self.tenant(key.tenant)
         assert tenant is not None, "validation makes every key's tenant exist"

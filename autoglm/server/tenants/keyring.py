@@ -1,6 +1,7 @@
 """The keys a server accepts, and who each one speaks for."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
@@ -9,7 +10,7 @@ from pathlib import Path
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.server.errors import APIError
 from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
-                                         load_tenants_file, utc_now)
+                                         TenantsFileError, load_tenants_file, save_tenants_file, utc_now)
 from autoglm.server.tenants.keys import hash_key, hashes_match
 
 # The tenant the one `api_key` setting speaks for.
@@ -31,16 +32,55 @@ def invalid_key(message: str) -> APIError:
 
 class KeyRing:
     """Finds the stored key a presented one hashes to, comparing against every stored hash so
-    the time taken says nothing about which key, if any, came close."""
+    the time taken says nothing about which key, if any, came close.
 
-    def __init__(self, tenants: TenantsFile) -> None:
+    With a tenants file, its content can be read again while the server runs: the new tenants
+    replace the old in one assignment, so each request sees one file or the other, and requests
+    already let in keep the principal they were given.
+    """
+
+    def __init__(self, tenants: TenantsFile, path: Path | None = None) -> None:
         self.tenants = tenants
+        self.path = path  # None: the keys come from the api_key setting, not a file
+        self._file_turn = threading.Lock()  # one read-modify-write of the file at a time
+
+    def has_tenant(self, tenant_id: str) -> bool:
+        return self.tenants.tenant(tenant_id) is not None
+
+    def reload(self) -> TenantsFile:
+        """Serve the keys of the tenants file as it is now; a bad file raises TenantsFileError and the
+        keys served stay as they were."""
+        path = self._file_path()
+        with self._file_turn:
+            self.tenants = load_tenants_file(path)
+            return self.tenants
+
+    def revoke(self, key_id: str) -> StoredKey:
+        """Mark the key revoked in the tenants file and serve the file so changed; KeyError if no such key."""
+        path = self._file_path()
+        with self._file_turn:
+            tenants = load_tenants_file(path)  # as it is on disk, with any edit made since it was read
+            if tenants.key(key_id) is None:
+                raise KeyError(key_id)
+            updated = tenants.with_key_revoked(key_id)
+            save_tenants_file(path, updated)
+            self.tenants = updated
+        revoked = updated.key(key_id)
+        assert revoked is not None
+        return revoked
+
+    def _file_path(self) -> Path:
+        if self.path is None:
+            raise TenantsFileError("the server's one key comes from the api_key setting, not a tenants file; "
+                                   "there is no file to read again or change (set tenants_file instead)")
+        return self.path
 
     def authenticate(self, presented: str, now: datetime | None = None) -> Principal:
         """The principal `presented` speaks for; a 401 APIError for an unknown, revoked or expired key."""
+        tenants = self.tenants  # one file throughout, even if a reload replaces it meanwhile
         presented_hash = hash_key(presented)
         found: StoredKey | None = None
-        for key in self.tenants.keys:
+        for key in tenants.keys:
             if hashes_match(presented_hash, key.hash):
                 found = key
         if found is None:
@@ -50,21 +90,25 @@ class KeyRing:
             raise invalid_key(f"The API key '{found.id}' has been revoked.")
         if found.expired(now or utc_now()):
             raise invalid_key(f"The API key '{found.id}' expired at {found.expires:%Y-%m-%d %H:%M UTC}.")
-        tenant = self.tenants.tenant(found.tenant)
+        tenant = tenants.tenant(found.tenant)
         assert tenant is not None, "validation makes every key's tenant exist"
-        return Principal(tenant, self.tenants.key_role(found))
+        return Principal(tenant, tenants.key_role(found))
 
 
 def keyring_from_config(config: AutoGLMConfig) -> KeyRing | None:
-    """The keys `config` asks for: those of tenants_file, or the one api_key; None when neither is set."""
+    """The keys `config` asks for: those of tenants_file, or the one api_key; None when neither is set
+    (a ConfigError if a setting needs keys)."""
     if config.tenants_file is not None and config.api_key is not None:
         raise ConfigError("tenants_file and api_key are both set; set one (add the key to the tenants file "
                           "with 'autoglm keys create' instead)")
     if config.tenants_file is not None:
-        return KeyRing(load_tenants_file(Path(config.tenants_file)))
+        path = Path(config.tenants_file)
+        return KeyRing(load_tenants_file(path), path)
     if config.api_key is not None:
         tenant = Tenant(id=API_KEY_TENANT, role=Role.ADMIN, models=(ANY_MODEL,))
         key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.api_key),
                         created=utc_now())
         return KeyRing(TenantsFile(tenants=(tenant,), keys=(key,)))
+    if config.metrics_require_key:
+        raise ConfigError("metrics_require_key needs keys to check: set tenants_file or api_key too")
     return None
