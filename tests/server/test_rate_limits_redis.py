@@ -29,7 +29,7 @@ def serve(model: Path, tenants: Path, storage: str, log: Path) -> tuple[subproce
     port = free_port()
     command = [sys.executable, "-m", "autoglm", "serve", "--model", str(model), "--port", str(port),
                "--max-context-len", "256", "--kv-cache-memory", "4MiB", "--tenants-file", str(tenants),
-               "--rate-limit-storage", storage]
+               "--rate-limit-storage", storage, "--usage-db", ":memory:"]
     with log.open("w") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"

@@ -90,7 +90,8 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
         server.stop()
 
     tenants = write_bench_tenants(folder / "tenants.yaml", dict(zip((FLOODER, VICTIM), args.weights)))
-    keyed_args = f"{serve_args} --tenants-file {shlex.quote(str(tenants.path))}"
+    keyed_args = (f"{serve_args} --tenants-file {shlex.quote(str(tenants.path))} "
+                  f"--usage-db {shlex.quote(str(folder / 'usage.sqlite'))}")
     server = start_server(args.port, args.model, keyed_args, folder / "server-tenants.log")
     try:
         settings = _phase_settings(server.base_url, tenants.keys[FLOODER], args)
