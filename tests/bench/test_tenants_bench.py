@@ -73,7 +73,7 @@ def test_the_tenants_table_and_inline_figures(tmp_path):
 def test_the_bench_writes_a_valid_tenants_file_holding_only_hashes(tmp_path):
     tenants = write_bench_tenants(tmp_path / "tenants.yaml", {"A": 3.0, "B": 1.0})
     loaded = load_tenants_file(tenants.path)
-    assert [(tenant.id, tenant.weight, tenant.limits) for tenant in loaded.tenants] == [
+    assert [(tenant.id, tenant.weight, tenant.limits.model_dump()) for tenant in loaded.tenants] == [
         ("A", 3.0, UNREACHED_LIMITS), ("B", 1.0, UNREACHED_LIMITS)]
     assert [(key.tenant, key.hash) for key in loaded.keys] == [
         ("A", hash_key(tenants.keys["A"])), ("B", hash_key(tenants.keys["B"]))]
