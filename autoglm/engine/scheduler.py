@@ -2,11 +2,13 @@
 
 Each step has a token budget (``max_num_batched_tokens``) and a sequence cap
 (``max_num_seqs``), and each tenant an optional cap of its own (``max_num_seqs_per_tenant``),
-so that no tenant holds every slot however much it queues. Running sequences take the budget first, in the order the policy gives
-(decodes, one token each, before prompt chunks by default); then waiting sequences are
-admitted in the policy's queue order. When a running sequence needs a block and none is
-free, the policy's victim is preempted: its blocks are freed and it is recomputed later.
-The orders themselves live in :mod:`autoglm.engine.scheduler_policy`.
+so that no tenant holds every slot however much it queues. Running sequences take the budget
+first, in the order the policy gives (decodes, one token each, before prompt chunks by
+default); then waiting sequences are admitted in the policy's queue order. When a running
+sequence needs a block and none is free, the policy's victim is preempted: its blocks are
+freed and it is recomputed later. The orders themselves live in
+:mod:`autoglm.engine.scheduler_policy` (and the engine's, between tenants, in
+:mod:`autoglm.engine.fair_share`).
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
@@ -135,10 +137,10 @@ class Scheduler:
     def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
         """Admit waiting sequences in queue order while budget, slots and blocks last.
 
-        A sequence whose tenant already runs its ``max_num_seqs_per_tenant`` waits, and those
-        behind it go on. A sequence whose next uncached block is still being computed by a running prompt waits
-        a step or more instead: once those blocks are published it reads them from the cache
-        rather than computing the same prefix a second time.
+        A sequence whose tenant already runs ``max_num_seqs_per_tenant`` sequences waits, and
+        those behind it go on. So does a sequence whose next uncached block is still being computed
+        by a running prompt, for a step or more: once those blocks are published it reads them from
+        the cache rather than computing the same prefix a second time.
         """
         if not self.waiting:
             return
