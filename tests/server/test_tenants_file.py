@@ -119,3 +119,9 @@ def test_limits_not_yet_enforced_are_said_at_start(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         keyring_from_config(AutoGLMConfig(tenants_file=str(path)))
     assert "the limits and weights of 'team-a' are read but not enforced" in caplog.text
+
+
+def test_a_weight_must_be_finite_and_a_cache_salt_not_empty(tmp_path):
+    message = load_error(tmp_path, "tenants:\n  - id: team-a\n    weight: .inf\n    cache_salt: ''\n")
+    assert "tenant 'team-a': weight: Input should be a finite number" in message
+    assert "tenant 'team-a': cache_salt: String should have at least 1 character" in message
