@@ -32,8 +32,8 @@ class FairSharePolicy(SchedulerPolicy):
     A tenant with nothing queued or running is idle. When it queues again its virtual time is
     raised to the engine's: the least virtual time, before the step, of the tenants the latest
     step served (the start tag of start-time fair queuing). So idleness banks no credit: a
-    returning tenant is ahead of those being served by at most one step's service, enough that
-    it goes before their queued work, never enough to shut them out.
+    returning tenant's virtual time trails theirs by at most one step's service, enough that it
+    goes before their queued work, never enough to shut them out.
     """
 
     def __init__(self, within: SchedulerPolicy) -> None:
