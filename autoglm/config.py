@@ -181,6 +181,16 @@ class AutoGLMConfig(BaseModel):
     max_num_seqs: int = Field(
         64, ge=1, description="Most sequences running in one step.", json_schema_extra=_SCHEDULING
     )
+    max_num_seqs_per_tenant: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Most sequences one tenant may have running at once, so that no tenant holds every slot; the "
+            "rest of its work waits even while slots are free. None: no cap. Requests without a tenant "
+            "(a server without keys, the offline LLM) are never capped."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     max_num_batched_tokens: int = Field(
         2048, ge=1, description="Most tokens in one forward pass.", json_schema_extra=_SCHEDULING
     )
@@ -206,8 +216,9 @@ class AutoGLMConfig(BaseModel):
     scheduling_policy: Literal["priority", "fcfs"] = Field(
         "priority",
         description=(
-            "Queue order: 'priority' (lower request priority first, aged so none starves; arrival order "
-            "on ties) or 'fcfs' (arrival order, priorities ignored)."
+            "Queue order inside each tenant: 'priority' (lower request priority first, aged so none starves; "
+            "arrival order on ties) or 'fcfs' (arrival order, priorities ignored). Tenants share the engine by "
+            "weight (fair queuing over tokens served); without tenants this order is the whole order."
         ),
         json_schema_extra=_SCHEDULING,
     )

@@ -4,6 +4,9 @@ Invariant: every block is free (refcount 0, in ``_free``), or referenced by live
 sequences (refcount > 0, not in ``_free``). A free block may still hold a cached prefix
 (it has a hash in ``_cached``) and is reused, least recently freed first, only when the
 pool needs room. Only full blocks are ever hashed.
+
+A block's hash mixes in the manager's ``cache_salt`` and its sequence's own (a tenant's, see
+:func:`salt_bytes`): sequences see each other's cached prefixes only under the same salt.
 """
 from __future__ import annotations
 
@@ -20,6 +23,12 @@ def hash_block(parent_hash: bytes, token_ids: list[int], salt: bytes) -> bytes:
     digest.update(salt)
     digest.update(array("q", token_ids).tobytes())
     return digest.digest()
+
+
+def salt_bytes(salt: str) -> bytes:
+    """A sequence's cache salt as its block hashes take it: a digest of fixed length, so that no
+    salt reads as the start of another salt or of a parent hash."""
+    return hashlib.blake2b(salt.encode(), digest_size=16, person=b"autoglm-salt").digest()
 
 
 class BlockManager:
@@ -75,10 +84,11 @@ class BlockManager:
     def _update_hashes(self, seq: Sequence, num_tokens: int) -> None:
         """Extend ``seq.block_hashes`` to every full block within its first ``num_tokens``."""
         size = self.block_size
+        salt = self.cache_salt + seq.cache_salt
         for index in range(len(seq.block_hashes), num_tokens // size):
             parent = seq.block_hashes[-1] if seq.block_hashes else b""
             tokens = seq.token_ids[index * size : (index + 1) * size]
-            seq.block_hashes.append(hash_block(parent, tokens, self.cache_salt))
+            seq.block_hashes.append(hash_block(parent, tokens, salt))
 
     def find_cached_prefix(self, seq: Sequence) -> list[int]:
         """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute.

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.block_manager import BlockManager
+from autoglm.engine.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
+from autoglm.engine.fair_share import FairSharePolicy
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
-from autoglm.engine.sequence import Sequence
+from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
@@ -76,7 +77,7 @@ class LLMEngine:
         )
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
-            SCHEDULING_POLICIES[config.scheduling_policy](),
+            FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]()), config.max_num_seqs_per_tenant,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
@@ -99,8 +100,12 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
-                    arrival_time: float | None = None, priority: int = 0) -> None:
-        """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed."""
+                    arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None) -> None:
+        """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed.
+
+        ``tenant`` is whom it is served for: its share of the engine among tenants, and the prefix
+        cache it sees (None: the one implicit tenant, with the unsalted cache).
+        """
         params = params or SamplingParams()
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
@@ -115,12 +120,13 @@ class LLMEngine:
                 f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
         arrival = time.time() if arrival_time is None else arrival_time
+        cache_salt = b"" if tenant is None else salt_bytes(tenant.salt)
         seqs: list[Sequence] = []
         for index in range(params.n):
             seqs.append(Sequence(
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
-                params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority,
-                seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
+                params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority, tenant=tenant,
+                cache_salt=cache_salt, seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
             ))
         state = RequestState(
             request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,

@@ -1,11 +1,14 @@
 """Iteration-level scheduling: which sequences run in the next step, and how many tokens each.
 
 Each step has a token budget (``max_num_batched_tokens``) and a sequence cap
-(``max_num_seqs``). Running sequences take the budget first, in the order the policy gives
-(decodes, one token each, before prompt chunks by default); then waiting sequences are
-admitted in the policy's queue order. When a running sequence needs a block and none is
-free, the policy's victim is preempted: its blocks are freed and it is recomputed later.
-The orders themselves live in :mod:`autoglm.engine.scheduler_policy`.
+(``max_num_seqs``), and each tenant an optional cap of its own (``max_num_seqs_per_tenant``),
+so that no tenant holds every slot however much it queues. Running sequences take the budget
+first, in the order the policy gives (decodes, one token each, before prompt chunks by
+default); then waiting sequences are admitted in the policy's queue order. When a running
+sequence needs a block and none is free, the policy's victim is preempted: its blocks are
+freed and it is recomputed later. The orders themselves live in
+:mod:`autoglm.engine.scheduler_policy` (and the engine's, between tenants, in
+:mod:`autoglm.engine.fair_share`).
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
@@ -14,9 +17,11 @@ admitted: the scheduler always makes progress, whatever the policy.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 
 from autoglm.engine.block_manager import BlockManager
+from autoglm.engine.fair_share import FairSharePolicy, tenant_id
 from autoglm.engine.scheduler_policy import PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, SequenceStatus
 
@@ -51,12 +56,14 @@ class Scheduler:
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool = True,
         policy: SchedulerPolicy | None = None,
+        max_num_seqs_per_tenant: int | None = None,
     ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
-        self.policy = policy or PriorityPolicy()
+        self.policy = policy or FairSharePolicy(PriorityPolicy())
+        self.max_num_seqs_per_tenant = max_num_seqs_per_tenant
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.num_steps = 0
@@ -74,6 +81,7 @@ class Scheduler:
         if seq.queued_step is None:
             seq.queued_step = seq.parent.queued_step if seq.parent is not None else self.num_steps
         seq.status = SequenceStatus.WAITING
+        self.policy.sequence_queued(seq)
         bisect.insort(self.waiting, seq, key=self._queue_key)
 
     def finish(self, seq: Sequence) -> None:
@@ -83,6 +91,7 @@ class Scheduler:
             queue.remove(seq)
         seq.status = SequenceStatus.FINISHED
         self.block_manager.free(seq)
+        self.policy.sequence_finished(seq)
 
     def schedule(self) -> ScheduledBatch:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
@@ -128,17 +137,22 @@ class Scheduler:
     def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
         """Admit waiting sequences in queue order while budget, slots and blocks last.
 
-        A sequence whose next uncached block is still being computed by a running prompt waits
-        a step or more instead: once those blocks are published it reads them from the cache
-        rather than computing the same prefix a second time.
+        A sequence whose tenant already runs ``max_num_seqs_per_tenant`` sequences waits, and
+        those behind it go on. So does a sequence whose next uncached block is still being computed
+        by a running prompt, for a step or more: once those blocks are published it reads them from
+        the cache rather than computing the same prefix a second time.
         """
         if not self.waiting:
             return
         self.waiting.sort(key=self._queue_key)  # a policy's keys may change from step to step
         in_flight = self._blocks_in_flight()
+        running_per_tenant = Counter(tenant_id(seq) for seq in self.running)
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
+            if self._at_tenant_cap(seq, running_per_tenant):
+                index += 1
+                continue
             cached = self.block_manager.find_cached_prefix(seq)
             if len(cached) < len(seq.block_hashes) and seq.block_hashes[len(cached)] in in_flight:
                 index += 1
@@ -156,9 +170,16 @@ class Scheduler:
             self.waiting.pop(index)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
+            running_per_tenant[tenant_id(seq)] += 1
             in_flight.update(self._unpublished_hashes(seq))
             batch.add(seq, num_new)
             budget -= num_new
+
+    def _at_tenant_cap(self, seq: Sequence, running_per_tenant: Counter[str | None]) -> bool:
+        """Its tenant runs as many sequences as one tenant may; requests without a tenant have no cap."""
+        cap = self.max_num_seqs_per_tenant
+        tenant = tenant_id(seq)
+        return cap is not None and tenant is not None and running_per_tenant[tenant] >= cap
 
     def _blocks_in_flight(self) -> set[bytes]:
         """Hashes of prompt blocks that running sequences are computing but have not yet published."""

@@ -2,16 +2,15 @@
 budget first, and who gives up its blocks when the pool runs out.
 
 The :class:`~autoglm.engine.scheduler.Scheduler` keeps the mechanics (the token budget, the
-sequence cap, blocks, prefix sharing, the progress guarantee) and asks its policy for these
-orders every step, so a new policy is a subclass and the scheduler does not change. A
-per-tenant weighted fair share, for one, would:
+sequence caps, blocks, prefix sharing, the progress guarantee) and asks its policy for these
+orders every step, so a new policy is a subclass and the scheduler does not change. Keys may
+change from step to step; the scheduler sorts its queues again each step.
 
-- override :meth:`SchedulerPolicy.queue_key` to sort on the tenant's virtual time (tokens served
-  to the tenant divided by its weight), then arrival: a sequence of the least-served tenant
-  comes first. Keys may change from step to step; the scheduler sorts its queues again each step;
-- count the tokens each tenant was served in :meth:`SchedulerPolicy.step_scheduled`;
-- keep the default decode-first budget order and preemption victim (last in queue order: the
-  tenant furthest ahead loses its blocks first), or override them too.
+The engine always schedules through :class:`FairSharePolicy`, which shares the engine between
+tenants by weight and orders each tenant's own work by the ``scheduling_policy`` setting
+(:class:`PriorityPolicy` or :class:`FcfsPolicy`). Requests without a tenant all belong to one
+implicit tenant, so a server without keys, or the offline ``LLM``, orders exactly as that
+setting's policy alone would: there is no separate "fair" setting to forget to turn on.
 """
 from __future__ import annotations
 
@@ -52,7 +51,14 @@ class SchedulerPolicy(ABC):
 
     def step_scheduled(self, batch: ScheduledBatch) -> None:
         """Told every step's work once it is chosen; a policy that orders by service received
-        counts it here. The built-in policies order by what each sequence carries and ignore it."""
+        counts it here. Policies that order by what each sequence carries ignore it."""
+
+    def sequence_queued(self, seq: Sequence) -> None:
+        """Told each time ``seq`` joins the waiting queue: when it is added, and again after each preemption."""
+
+    def sequence_finished(self, seq: Sequence) -> None:
+        """Told when ``seq`` leaves for good (finished or aborted); possibly more than once, or for a
+        sequence never queued (an n > 1 completion aborted before its prompt was read)."""
 
 
 class PriorityPolicy(SchedulerPolicy):

@@ -3,11 +3,34 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from dataclasses import dataclass, field
 
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class TenantTag:
+    """Whom a request is served for: the tenant's id, its weight in the fair share between
+    tenants (see :class:`~autoglm.engine.fair_share.FairSharePolicy`), and the salt of the
+    prefix cache it sees: tenants share cached blocks only under the same ``cache_salt``; None
+    gives the tenant a cache of its own, which no ``cache_salt`` can name."""
+
+    id: str
+    weight: float = 1.0
+    cache_salt: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.weight) and self.weight > 0):
+            raise InvalidRequestError(f"tenant {quote_value(self.id)}: weight must be a finite number above 0, "
+                                      f"got {quote_value(self.weight)}")
+
+    @property
+    def salt(self) -> str:
+        return f"tenant:{self.id}" if self.cache_salt is None else f"shared:{self.cache_salt}"
 
 
 class SequenceStatus(enum.Enum):
@@ -37,6 +60,8 @@ class Sequence:
     max_tokens: int  # resolved against the context length
     arrival_time: float
     priority: int = 0
+    tenant: TenantTag | None = None  # None: the one implicit tenant of a server without keys, or offline
+    cache_salt: bytes = b""  # mixed into its block hashes (see block_manager.salt_bytes)
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
+from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.native_memory import release_free_memory
@@ -53,6 +54,7 @@ class _AddRequests:
     params: SamplingParams
     arrival_time: float
     priority: int
+    tenant: TenantTag | None
     stream: RequestStream
 
 
@@ -113,14 +115,15 @@ class AsyncEngine:
         return True
 
     async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
-                       arrival_time: float | None = None,
-                       observe: DeltaObserver | None = None) -> AsyncIterator[IndexedOutput]:
+                       arrival_time: float | None = None, observe: DeltaObserver | None = None,
+                       tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]:
         """Each prompt's deltas, tagged with the prompt's index: what it produced since the last
         one (one step's worth, or several merged if the caller was slow to ask), until every
         prompt has finished. The prompts are engine requests ``{request_id}-{index}``
         (just `request_id` for a single prompt), admitted together so that none runs if one is refused.
 
-        `observe` sees every step's delta as it arrives, before any merging.
+        `observe` sees every step's delta as it arrives, before any merging. `tenant` is whom the
+        request is served for (see LLMEngine.add_request).
 
         Bad input raises InvalidRequestError and a full queue QueueFullError, both at the first iteration.
         Leaving the iteration early (the client went away, the task was cancelled) or running past
@@ -136,7 +139,7 @@ class AsyncEngine:
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed
         try:
-            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, stream))
+            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, tenant, stream))
             while running:
                 for index, output in await self._next_outputs(stream, deadline):
                     if output.finished:
@@ -224,7 +227,7 @@ class AsyncEngine:
         try:
             for request_id, prompt in zip(command.engine_request_ids, command.prompts, strict=True):
                 self.engine.add_request(request_id, prompt, command.params, arrival_time=command.arrival_time,
-                                        priority=command.priority)
+                                        priority=command.priority, tenant=command.tenant)
                 added.append(request_id)
         except Exception as error:
             for request_id in added:

@@ -15,6 +15,7 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from autoglm.engine.sequence import TenantTag
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
@@ -25,6 +26,7 @@ from autoglm.server.protocol import GenerationRequest
 from autoglm.server.request_stream import IndexedOutput
 from autoglm.server.responses import PromptTokensDetails, UsageInfo
 from autoglm.server.streaming import DONE_EVENT, ChoiceDelta, DeltaTracker, EventStreamResponse, sse_event
+from autoglm.server.tenants.access import request_principal
 from autoglm.server.tracking import CLIENT_CLOSED_REQUEST, RequestTracker, TokenCounts
 
 
@@ -66,7 +68,7 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
     all). A client gone before then is answered with nothing (logged as 499).
     """
     outputs = engine.generate(tracker.request_id, prompts, params, priority=body.priority,
-                              arrival_time=tracker.arrival_time, observe=tracker.observe)
+                              arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
     try:
         if not body.stream:
             finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts)))
@@ -82,6 +84,15 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
         tracker.finish(api_error.status, api_error.body.error.message)
         raise api_error from error
     return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage, params.n))
+
+
+def _tenant_tag(raw: Request) -> TenantTag | None:
+    """Whom the engine serves the request for: the key's tenant, with its weight and cache salt; None without keys."""
+    principal = request_principal(raw)
+    if principal is None:
+        return None
+    tenant = principal.tenant
+    return TenantTag(tenant.id, tenant.weight, tenant.cache_salt)
 
 
 async def _final_outputs(outputs: AsyncIterator[IndexedOutput], num_prompts: int) -> list[RequestOutput]:

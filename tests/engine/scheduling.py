@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from autoglm.engine.block_manager import BlockManager
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
-from autoglm.engine.sequence import Sequence
+from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.sampling_params import SamplingParams
 
 
 def make_seq(tokens, request_id="r", max_tokens=8, priority=0, arrival=0.0, prompt_logprobs=None,
-             parent: Sequence | None = None) -> Sequence:
+             parent: Sequence | None = None, tenant: TenantTag | None = None) -> Sequence:
     return Sequence(request_id=request_id, index=0, token_ids=list(tokens), num_prompt_tokens=len(tokens),
                     params=SamplingParams(max_tokens=max_tokens, prompt_logprobs=prompt_logprobs),
-                    max_tokens=max_tokens, arrival_time=arrival, priority=priority, parent=parent)
+                    max_tokens=max_tokens, arrival_time=arrival, priority=priority, parent=parent, tenant=tenant)
 
 
 def compute(manager: BlockManager, seq: Sequence, num_tokens: int) -> None:

@@ -1,14 +1,17 @@
-"""Random interleavings of adds, aborts and steps over tiny KV pools: every request finishes
-or is refused, outputs are exactly what the scripted model dictates, and the pool ends whole."""
+"""Random interleavings of adds, aborts and steps over tiny KV pools, from several tenants: every
+request finishes or is refused, outputs are exactly what the scripted model dictates, no tenant
+runs past its cap, and the pool and the fair share's books end empty."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autoglm.engine.fair_share import tenant_id
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.sequence import SequenceStatus
+from autoglm.engine.sequence import SequenceStatus, TenantTag
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
 from tests.engine.scripted_engine import prompt_logprob, scripted_engine
@@ -24,6 +27,7 @@ class Add:
     priority: int
     prompt_logprobs: int | None
     max_tokens: int
+    tenant: TenantTag | None
 
 
 @dataclass
@@ -43,6 +47,7 @@ adds = st.builds(
     priority=st.integers(-2, 2),
     prompt_logprobs=st.sampled_from([None, None, 0, 1]),
     max_tokens=st.integers(1, 10),
+    tenant=st.sampled_from([None, TenantTag("a"), TenantTag("b", weight=3.0), TenantTag("c", cache_salt="a")]),
 )
 operations = st.lists(
     st.one_of(adds, adds, adds, st.builds(Abort, st.integers(0, 99)), st.builds(Steps, st.integers(1, 4))),
@@ -64,6 +69,7 @@ def engines(draw) -> LLMEngine:
         enable_prefix_caching=draw(st.booleans()),
         enable_chunked_prefill=chunked,
         max_num_seqs=draw(st.integers(1, 5)),
+        max_num_seqs_per_tenant=draw(st.none() | st.integers(1, 3)),
         # Without chunking every prompt must fit one step (the engine's setup insists on it).
         max_num_batched_tokens=draw(st.integers(2, 32)) if chunked else MAX_CONTEXT_LEN,
     )
@@ -87,7 +93,7 @@ class Driver:
                 and manager.max_blocks_per_seq(len(op.prompt) + op.max_tokens) <= manager.num_blocks)
         params = SamplingParams(n=op.n, max_tokens=op.max_tokens, prompt_logprobs=op.prompt_logprobs)
         try:
-            self.engine.add_request(request_id, op.prompt, params, priority=op.priority)
+            self.engine.add_request(request_id, op.prompt, params, priority=op.priority, tenant=op.tenant)
         except ValueError:
             assert not fits, f"refused a request that fits: {op}"
             assert request_id not in self.engine.requests
@@ -113,6 +119,10 @@ class Driver:
         assert all(not seq.block_table for seq in scheduler.waiting), "a waiting sequence holds blocks"
         if idle_with_work:
             assert runner.num_steps == forward_passes + 1, "nothing ran although a request was waiting"
+        cap = scheduler.max_num_seqs_per_tenant
+        if cap is not None:
+            running = Counter(tenant_id(seq) for seq in scheduler.running if seq.tenant is not None)
+            assert all(count <= cap for count in running.values()), f"a tenant runs past its cap of {cap}"
         if len(decodes) <= scheduler.max_num_batched_tokens:
             skipped = [seq for seq in decodes if seq not in runner.last_seqs and seq.status is SequenceStatus.RUNNING]
             assert not skipped, "a running decode waited a step"
@@ -163,3 +173,4 @@ def test_random_interleavings_finish_every_request_and_leave_the_pool_whole(engi
     manager = engine.block_manager
     assert manager.num_referenced_blocks() == 0 and manager.num_free_blocks == manager.num_blocks
     manager.check_invariants()
+    assert not engine.scheduler.policy._unfinished, "the fair share still counts a finished sequence as work"

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from autoglm.server.tenants.keys import generate_key, hash_key
+from tests.server.live_server import RunningServer, start_server
 
 
 @dataclass
@@ -28,6 +29,11 @@ class TenantsFixture:
     def write(self, path: Path) -> Path:
         path.write_text(yaml.safe_dump({"tenants": self.tenants, "keys": self.stored}))
         return path
+
+
+def serve_tenants(model: Path, tenants: TenantsFixture, folder: Path, **settings: object) -> RunningServer:
+    """A live server of `model` keyed by `tenants`, its file written into `folder`."""
+    return start_server(model, tenants_file=str(tenants.write(folder / "tenants.yaml")), **settings)
 
 
 def an_hour_ago() -> str:

@@ -108,3 +108,9 @@ def test_a_key_expires_at_its_time(tmp_path):
     with pytest.raises(APIError) as raised:
         keyring.authenticate(key, now=expires)
     assert raised.value.status == HTTPStatus.UNAUTHORIZED and "expired" in raised.value.body.error.message
+
+
+def test_a_weight_must_be_finite_and_a_cache_salt_not_empty(tmp_path):
+    message = load_error(tmp_path, "tenants:\n  - id: team-a\n    weight: .inf\n    cache_salt: ''\n")
+    assert "tenant 'team-a': weight: Input should be a finite number" in message
+    assert "tenant 'team-a': cache_salt: String should have at least 1 character" in message

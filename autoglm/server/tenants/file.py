@@ -63,7 +63,11 @@ class Tenant(_Strict):
     role: Role = Role.USER
     models: tuple[str, ...] = Field((ANY_MODEL,), min_length=1)
     limits: TenantLimits = TenantLimits()
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    cache_salt: str | None = Field(None, min_length=1,
+                                   description="Its prefix cache: tenants with the same value share cached "
+                                               "prompt prefixes (a team's common system prompt); others never "
+                                               "see them. None: a cache of its own, which no salt shares.")
 
     def may_use(self, model: str) -> bool:
         return ANY_MODEL in self.models or model in self.models
