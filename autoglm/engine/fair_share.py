@@ -41,15 +41,25 @@ class FairSharePolicy(SchedulerPolicy):
         self.engine_virtual_time = 0.0
         self._virtual_time: dict[str | None, float] = {}  # tenants with work, and idle ones ahead of the engine
         self._unfinished: defaultdict[str | None, set[int]] = defaultdict(set)  # seq_ids by tenant
+        # Admissions of the step being chosen, charged until step_scheduled counts the whole batch.
+        self._admitting: defaultdict[str | None, float] = defaultdict(float)
 
     def virtual_time(self, tenant: str | None) -> float:
         """Tokens served to ``tenant`` per unit of weight, on the engine's clock."""
-        return self._virtual_time.get(tenant, self.engine_virtual_time)
+        return self._virtual_time.get(tenant, self.engine_virtual_time) + self._admitting.get(tenant, 0.0)
 
     def queue_key(self, seq: Sequence, step: int) -> tuple[Any, ...]:
         return self.virtual_time(tenant_id(seq)), *self.within.queue_key(seq, step)
 
+    def sequence_admitted(self, seq: Sequence, num_new_tokens: int) -> None:
+        """Charge the admission at once: when several slots free up in one step (identical requests
+        finishing together) they go to tenants in proportion to their weights, not all to the one
+        that was furthest behind when the step began."""
+        self._admitting[tenant_id(seq)] += num_new_tokens / tenant_weight(seq)
+        self.within.sequence_admitted(seq, num_new_tokens)
+
     def step_scheduled(self, batch: ScheduledBatch) -> None:
+        self._admitting.clear()  # the batch holds those admissions: counted below with the rest
         served: defaultdict[str | None, float] = defaultdict(float)
         for seq, num_new in zip(batch.seqs, batch.num_new_tokens):
             served[tenant_id(seq)] += num_new / tenant_weight(seq)

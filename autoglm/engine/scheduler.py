@@ -174,6 +174,8 @@ class Scheduler:
             in_flight.update(self._unpublished_hashes(seq))
             batch.add(seq, num_new)
             budget -= num_new
+            self.policy.sequence_admitted(seq, num_new)
+            self.waiting[index:] = sorted(self.waiting[index:], key=self._queue_key)
 
     def _at_tenant_cap(self, seq: Sequence, running_per_tenant: Counter[str | None]) -> bool:
         """Its tenant runs as many sequences as one tenant may; requests without a tenant have no cap."""

@@ -60,6 +60,11 @@ class SchedulerPolicy(ABC):
         """Told when ``seq`` leaves for good (finished or aborted); possibly more than once, or for a
         sequence never queued (an n > 1 completion aborted before its prompt was read)."""
 
+    def sequence_admitted(self, seq: Sequence, num_new_tokens: int) -> None:
+        """Told of each admission as it is made, before the next of the same step is chosen; a
+        policy that orders by service received can charge it at once, so that the step's next
+        admission already sees it. The scheduler sorts the rest of the queue again after each."""
+
 
 class PriorityPolicy(SchedulerPolicy):
     """Lower priority value first, aged so that none starves; first come, first served on ties.

@@ -81,10 +81,13 @@ def backlogged_service(scheduler: Scheduler, seqs: list[Sequence]) -> Counter[st
     return served
 
 
-def test_weights_three_to_one_split_the_tokens_served_three_to_one():
+@pytest.mark.parametrize("varied", [True, False], ids=["varied-requests", "identical-requests"])
+def test_weights_three_to_one_split_the_tokens_served_three_to_one(varied):
+    """Identical requests finish together, freeing several slots in one step: each admission is
+    charged at once, so those slots are shared by weight too."""
     heavy, light = TenantTag("heavy", weight=3.0), TenantTag("light", weight=1.0)
-    seqs = [make_seq([10 + i % 40] * (4 + i % 5), request_id=f"{tenant.id}{i}", max_tokens=12 + i % 7,
-                     arrival=i, tenant=tenant)
+    seqs = [make_seq([10 + i % 40] * (4 + i % 5 if varied else 6), request_id=f"{tenant.id}{i}",
+                     max_tokens=12 + i % 7 if varied else 16, arrival=i, tenant=tenant)
             for i in range(80) for tenant in (heavy, light)]
     scheduler = Scheduler(BlockManager(num_blocks=1024, block_size=4), max_num_seqs=8, max_num_batched_tokens=64)
     served = backlogged_service(scheduler, seqs)
