@@ -1,4 +1,5 @@
-"""``autoglm bench tenants``: its tenants file, and its figures computed from a hand-made results file."""
+"""``autoglm bench tenants``: its tenants file, its figures computed from a hand-made results file, and one
+real run on a tiny model."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,7 @@ import math
 
 import pytest
 
+from autoglm.bench.cli import main
 from autoglm.bench.figures.render import render_document
 from autoglm.bench.tenants import report
 from autoglm.bench.tenants.command import _weights
@@ -14,6 +16,7 @@ from autoglm.bench.tenants.tenants_file import UNREACHED_LIMITS, write_bench_ten
 from autoglm.server.tenants.file import load_tenants_file
 from autoglm.server.tenants.keys import hash_key
 from tests.bench.test_docs_figures import CPU
+from tests.server.live_server import free_port, make_chat_model
 
 
 def phase(output_throughput: float, tenants: list[tuple[str, float, float, float]] = (),
@@ -85,3 +88,20 @@ def test_the_bench_writes_a_valid_tenants_file_holding_only_hashes(tmp_path):
 def test_weights_are_two_positive_numbers(text):
     with pytest.raises(argparse.ArgumentTypeError):
         _weights(text)
+
+
+@pytest.mark.slow
+def test_the_bench_runs_end_to_end_on_a_tiny_model(tmp_path, capsys):
+    """Two real servers, alternating throughput rounds, then fairness and flood on the keyed one: one results file."""
+    model = make_chat_model(tmp_path / "model")
+    out = tmp_path / "tenants.json"
+    status = main(["tenants", "--model", str(model), "--port", str(free_port()), "--input-len", "8",
+                   "--output-len", "4", "--overhead-prompts", "6", "--rounds", "2", "--backlog-prompts", "6",
+                   "--flood-prompts", "6", "--victim-prompts", "2", "--victim-rate", "20", "--victim-delay-s", "0.1",
+                   "--max-num-seqs", "2", "--serve-args", "--max-context-len 64 --kv-cache-memory 4MiB",
+                   "--output-json", str(out)])
+    assert status == 0
+    document = json.loads(out.read_text())
+    assert len(document["overhead"]["open"]) == len(document["overhead"]["keyed"]) == 2
+    assert [tenant["name"] for tenant in document["fairness"]["tenants"]] == ["A", "B"]
+    assert "agk-" not in out.read_text() and "agk-" not in capsys.readouterr().out

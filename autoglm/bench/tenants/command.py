@@ -43,7 +43,7 @@ def add_tenants_command(subparsers) -> None:
                         "'--dtype bfloat16'")
     server.add_argument("--max-num-seqs", type=positive_int, default=8,
                         help="sequences the servers run at once; small, so that backlogs wait (default: %(default)s)")
-    server.add_argument("--port", type=positive_int, default=8012, help="port of the servers it starts")
+    server.add_argument("--port", type=positive_int, default=8012, help="port of the server without tenants; the one with tenants takes the next")
     server.add_argument("--timeout-s", type=positive_float, default=600.0, help="give up on one request after this")
 
     load = parser.add_argument_group("load")
@@ -83,19 +83,22 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="autoglm-bench-tenants-"))
     serve_args = f"{args.serve_args} --max-num-seqs {args.max_num_seqs}"
-    server = start_server(args.port, args.model, serve_args, folder / "server-open.log")
-    try:
-        open_rounds = _throughput_rounds(_phase_settings(server.base_url, None, args), None, args)
-    finally:
-        server.stop()
-
     tenants = write_bench_tenants(folder / "tenants.yaml", dict(zip((FLOODER, VICTIM), args.weights)))
     keyed_args = (f"{serve_args} --tenants-file {shlex.quote(str(tenants.path))} "
                   f"--usage-db {shlex.quote(str(folder / 'usage.sqlite'))}")
-    server = start_server(args.port, args.model, keyed_args, folder / "server-tenants.log")
+    # Both servers up at once, the throughput rounds alternating between them, so that the
+    # machine's drift over the run falls on both alike; the one not measured sits idle.
+    open_server = start_server(args.port, args.model, serve_args, folder / "server-open.log")
+    try:
+        server = start_server(args.port + 1, args.model, keyed_args, folder / "server-tenants.log")
+    except BaseException:
+        open_server.stop()
+        raise
     try:
         settings = _phase_settings(server.base_url, tenants.keys[FLOODER], args)
-        keyed_rounds = _throughput_rounds(settings, tenants.keys[FLOODER], args)
+        open_rounds, keyed_rounds = _throughput_rounds(
+            _phase_settings(open_server.base_url, None, args), settings, tenants.keys[FLOODER], args)
+        open_server.stop()
 
         def load(name: str, prompts: int, rate: float | None = None, start_s: float = 0.0) -> TenantLoad:
             return TenantLoad(name, tenants.weights[name], tenants.keys[name], rate, prompts, start_s)
@@ -109,6 +112,7 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
         alone = run_phase(settings, "alone", [victim])
         flooded = run_phase(settings, "flooded", [load(FLOODER, args.flood_prompts), victim])
     finally:
+        open_server.stop()
         server.stop()
 
     recorded = {name: getattr(args, name) for name in (
@@ -140,17 +144,24 @@ def _phase_settings(base_url: str, api_key: str | None, args: argparse.Namespace
                          args.seed, args.timeout_s)
 
 
-def _throughput_rounds(settings: PhaseSettings, api_key: str | None, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """A warm-up, then ``--rounds`` saturated runs; the same prompts on either server, round by round."""
+def _throughput_rounds(open_settings: PhaseSettings, keyed_settings: PhaseSettings, api_key: str,
+                       args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A warm-up on each server, then ``--rounds`` saturated runs on each, alternating: the same
+    prompts on either server, round by round."""
     from autoglm.bench.serve.tenant_load import TenantLoad
     from autoglm.bench.tenants.phases import run_phase
     from autoglm.bench.tenants.tenants_file import FLOODER
 
-    def sender(prompts: int) -> list[TenantLoad]:
-        return [TenantLoad(FLOODER, 1.0, api_key, None, prompts)]
+    def sender(prompts: int, key: str | None) -> list[TenantLoad]:
+        return [TenantLoad(FLOODER, 1.0, key, None, prompts)]
 
-    side = "without tenants" if api_key is None else "with keys and limits"
-    print(f"throughput {side}: {args.rounds} rounds of {args.overhead_prompts} requests at once", flush=True)
-    run_phase(settings, "warm-up", sender(WARMUP_PROMPTS))
-    return [run_phase(settings, f"throughput-{round_index}", sender(args.overhead_prompts))
-            for round_index in range(args.rounds)]
+    print(f"throughput without tenants and with keys and limits, alternating: {args.rounds} rounds of "
+          f"{args.overhead_prompts} requests at once on each", flush=True)
+    run_phase(open_settings, "warm-up", sender(WARMUP_PROMPTS, None))
+    run_phase(keyed_settings, "warm-up", sender(WARMUP_PROMPTS, api_key))
+    open_rounds, keyed_rounds = [], []
+    for round_index in range(args.rounds):
+        open_rounds.append(run_phase(open_settings, f"throughput-{round_index}", sender(args.overhead_prompts, None)))
+        keyed_rounds.append(run_phase(keyed_settings, f"throughput-{round_index}",
+                                      sender(args.overhead_prompts, api_key)))
+    return open_rounds, keyed_rounds
