@@ -1,0 +1,1 @@
+"""The model registry: named models, versions and aliases, kept in a directory or in MLflow."""
