@@ -68,7 +68,11 @@ class AdminClient:
     def models(self) -> list[ServedModel]:
         """GET /admin/models: every model the server holds."""
         answer = self._call("GET", "/admin/models")
-        return [self._parse(entry) for entry in self._field(answer, "models", list)]
+        entries = answer.get("models") if isinstance(answer, dict) else None
+        if not isinstance(entries, list):
+            raise AdminAPIError(f"the server at {self.url} answered GET /admin/models without a 'models' list: "
+                                f"{str(answer)[:80]}; is it an autoglm server with the model admin API?")
+        return [self._parse(entry) for entry in entries]
 
     def operate(self, name: str, operation: str, body: dict[str, Any]) -> ServedModel:
         """POST /admin/models/NAME/OPERATION (load, unload, promote, rollback, canary): the model's new entry."""
@@ -119,12 +123,6 @@ class AdminClient:
             return json.loads(data)
         except ValueError:
             raise AdminAPIError(f"{url} answered something other than JSON: {data[:80]!r}") from None
-
-    def _field(self, answer: Any, name: str, kind: type) -> Any:
-        if not isinstance(answer, dict) or not isinstance(answer.get(name), kind):
-            raise AdminAPIError(f"the server at {self.url} answered without a {name!r} {kind.__name__}: "
-                                f"{str(answer)[:80]}; is it an autoglm server with the model admin API?")
-        return answer[name]
 
     def _parse(self, entry: Any) -> ServedModel:
         try:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from autoglm.admin_client import API_KEY_ENV, DEFAULT_SERVER_URL, AdminClient, ServedModel
+from autoglm.cli_logging import add_logging_arguments
 from autoglm.config import AutoGLMConfig
 from autoglm.registry import ModelVersion, Registry, registry_from_config
 
@@ -120,6 +121,8 @@ def _status(args: argparse.Namespace) -> int:
         if not models:
             raise ValueError(f"the server at {args.url} serves no model {args.name!r}; it serves: "
                              f"{', '.join(known) or 'none'}")
+    if not models:
+        print(f"the server at {args.url} serves no model from the registry", file=sys.stderr)
     _print_served(models)
     return 0
 
@@ -166,6 +169,7 @@ def _add_offline_actions(actions: argparse._SubParsersAction) -> None:
     register.add_argument("--eval-ppl", action="store_true",
                           help="score the checkpoint on the held-out corpus first (as `autoglm eval-ppl "
                                "--held-out`; engine settings from --config) and keep its perplexity")
+    add_logging_arguments(register)
     register.set_defaults(handler=_register)
     listing = actions.add_parser("list", help="list the registered models, their versions and aliases")
     listing.set_defaults(handler=_list)
