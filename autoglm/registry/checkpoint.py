@@ -1,0 +1,70 @@
+"""What a registry records about a checkpoint folder: its weight files' SHA-256, size and architecture.
+
+Every backend describes a checkpoint through here, so a version registered by one backend verifies the same way
+under any other.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoglm.registry.errors import RegistryError
+
+WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")
+_HASH_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """The registered facts about a checkpoint folder."""
+
+    sha256: str
+    architecture: str
+    size_bytes: int
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The folder's weight files, sorted by name, so the checksum does not depend on listing order."""
+    files = {file for pattern in WEIGHT_FILE_PATTERNS for file in path.glob(pattern) if file.is_file()}
+    return sorted(files, key=lambda file: file.name)
+
+
+def weights_sha256(path: Path) -> str:
+    """Hex SHA-256 over each weight file's name and bytes, in name order: changes if any file changes,
+    is renamed, added or removed."""
+    digest = hashlib.sha256()
+    for file in weight_files(path):
+        digest.update(file.name.encode() + b"\0")
+        with file.open("rb") as stream:
+            while chunk := stream.read(_HASH_CHUNK_BYTES):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def checkpoint_architecture(path: Path) -> str:
+    """config.json's ``architectures[0]``, else its ``model_type``."""
+    config_file = path / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except FileNotFoundError:
+        raise RegistryError(f"{path} is not a checkpoint folder: it has no config.json") from None
+    except json.JSONDecodeError as error:
+        raise RegistryError(f"{config_file} is not valid JSON: {error}") from None
+    architectures = config.get("architectures") or []
+    architecture = architectures[0] if architectures else config.get("model_type")
+    if not isinstance(architecture, str) or not architecture:
+        raise RegistryError(f"{config_file} names no architecture: expected 'architectures' or 'model_type'")
+    return architecture
+
+
+def describe_checkpoint(path: Path) -> CheckpointFacts:
+    """The facts to register for the checkpoint folder at ``path``; refuses a folder without weight files."""
+    if not path.is_dir():
+        raise RegistryError(f"checkpoint folder not found: {path}")
+    files = weight_files(path)
+    if not files:
+        raise RegistryError(f"{path} holds no weight files (expected {' or '.join(WEIGHT_FILE_PATTERNS)})")
+    return CheckpointFacts(sha256=weights_sha256(path), architecture=checkpoint_architecture(path),
+                           size_bytes=sum(file.stat().st_size for file in files))
