@@ -360,6 +360,15 @@ class AutoGLMConfig(BaseModel):
                     "or api_key. False: /metrics is open, as /health is.",
         json_schema_extra=_SERVER,
     )
+    mlflow_tracking_uri: str | None = Field(
+        None,
+        description=(
+            "The MLflow store of registry 'mlflow': a tracking server's URL (http://HOST:5000) or sqlite:///PATH; "
+            "needs the open-autoglm[mlflow] extra. None: the MLFLOW_TRACKING_URI environment variable."
+        ),
+        repr=False,  # a server URL may hold a password
+        json_schema_extra=_SERVER,
+    )
     log_prompts: bool = Field(
         False,
         description="Write each request's prompt (or chat messages) in its request log line; off, no log line "
