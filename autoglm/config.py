@@ -342,10 +342,11 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
-    registry: Literal["directory"] = Field(
+    registry: Literal["directory", "mlflow"] = Field(
         "directory",
         description="Where named model versions and their aliases are kept (see `autoglm models`): 'directory' "
-                    "(one JSON file per model in registry_dir; no service needed).",
+                    "(one JSON file per model in registry_dir; no service needed) or 'mlflow' (the MLflow model "
+                    "registry at mlflow_tracking_uri; needs the open-autoglm[mlflow] extra).",
         json_schema_extra=_SERVER,
     )
     registry_dir: str | None = Field(

@@ -16,5 +16,8 @@ def default_registry_dir() -> Path:
 
 def registry_from_config(config: AutoGLMConfig) -> Registry:
     """The backend of the ``registry`` setting, at ``registry_dir`` (or its default folder)."""
+    if config.registry == "mlflow":
+        from autoglm.registry.mlflow_registry import MlflowRegistry  # the optional extra, imported only here
+        return MlflowRegistry(config.mlflow_tracking_uri)
     root = Path(config.registry_dir).expanduser() if config.registry_dir else default_registry_dir()
     return DirectoryRegistry(root)
