@@ -385,6 +385,31 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
+    response_cache: str | None = Field(
+        None,
+        description=(
+            "Where answers of deterministic requests (temperature 0, or a fixed seed) are kept to be served "
+            "again: 'memory' (this process, LRU by response_cache_max_bytes) or 'redis://HOST:PORT[/DB]' (needs "
+            "the open-autoglm[redis] extra; shared by every replica that names it). None or 'off': no cache."
+        ),
+        repr=False,  # a Redis URL may hold a password
+        json_schema_extra=_SERVER,
+    )
+    response_cache_ttl_s: float = Field(
+        3600.0, gt=0, description="Seconds a cached answer is served before it expires.",
+        json_schema_extra=_SERVER,
+    )
+    response_cache_max_entry_bytes: int = Field(
+        1024**2, ge=1,
+        description="Largest answer kept in the response cache, in bytes or a size such as '1MiB'; larger "
+                    "ones are served and not kept.",
+        json_schema_extra=_SERVER,
+    )
+    response_cache_max_bytes: int = Field(
+        128 * 1024**2, ge=1,
+        description="Bytes the 'memory' response cache holds; past them the least recently used answers go.",
+        json_schema_extra=_SERVER,
+    )
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
@@ -495,9 +520,10 @@ class AutoGLMConfig(BaseModel):
             return value
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
 
-    @field_validator("max_request_body_bytes", mode="before")
+    @field_validator("max_request_body_bytes", "response_cache_max_entry_bytes", "response_cache_max_bytes",
+                     mode="before")
     @classmethod
-    def _body_size(cls, value: object) -> object:
+    def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value
 
     @field_validator("allowed_hosts", "cors_allowed_origins", mode="before")
@@ -520,6 +546,15 @@ class AutoGLMConfig(BaseModel):
         if url != "memory://" and _REDIS_URL_PATTERN.fullmatch(url) is None:
             raise ValueError("expected 'memory://' or 'redis://HOST:PORT[/DB]' (rediss:// for TLS)")
         return url
+
+    @field_validator("response_cache")
+    @classmethod
+    def _response_cache_place(cls, place: str | None) -> str | None:
+        if place is None or place == "off":
+            return None
+        if place != "memory" and _REDIS_URL_PATTERN.fullmatch(place) is None:
+            raise ValueError("expected 'memory', 'redis://HOST:PORT[/DB]' (rediss:// for TLS), or 'off'")
+        return place
 
     @field_validator("enable_prefix_caching")
     @classmethod

@@ -97,6 +97,14 @@ class ServerMetrics:
                 ("generation", "Tokens generated for the requests that ended, by tenant."),
             )
         }
+        self._response_cache = {
+            hit: Counter(f"autoglm:response_cache_{kind}", documentation, ["model_name", "version"],
+                         registry=self.registry)
+            for hit, kind, documentation in (
+                (True, "hits", "Deterministic requests answered from the response cache, by served version."),
+                (False, "misses", "Deterministic requests the response cache did not hold, by served version."),
+            )
+        }
         self._http_requests = Counter(
             "autoglm:http_requests", "HTTP requests answered, by route and status; 'unmatched' for unknown URLs.",
             ["route", "status"], registry=self.registry,
@@ -132,6 +140,9 @@ class ServerMetrics:
             self._tenant_request_success.labels(self.model_name, label, finished_reason).inc()
         for kind, tokens in (("prompt", prompt_tokens), ("cached", cached_tokens), ("generation", generation_tokens)):
             self._tenant_tokens[kind].labels(self.model_name, label).inc(tokens)
+
+    def count_response_cache(self, version: str, hit: bool) -> None:
+        self._response_cache[hit].labels(self.model_name, version).inc()
 
     def count_http_request(self, route: str, status: int) -> None:
         self._http_requests.labels(route, str(int(status))).inc()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
+from functools import partial
 from http import HTTPStatus
 from typing import Protocol
 
@@ -24,7 +25,9 @@ from autoglm.server.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.errors import to_api_error
 from autoglm.server.protocol import GenerationRequest
 from autoglm.server.request_stream import IndexedOutput
+from autoglm.server.response_cache.cache import CacheLookup
 from autoglm.server.responses import PromptTokensDetails, UsageInfo
+from autoglm.server.state import ServerState
 from autoglm.server.streaming import DONE_EVENT, ChoiceDelta, DeltaTracker, EventStreamResponse, sse_event
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tracking import CLIENT_CLOSED_REQUEST, RequestTracker, TokenCounts
@@ -56,9 +59,21 @@ def usage_info(counts: TokenCounts) -> UsageInfo:
     )
 
 
+def served_version_id(state: ServerState) -> str:
+    """The exact model version that serves the request: named in its answer, and part of its cache key."""
+    return state.model_name
+
+
+def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequest,
+                          params: SamplingParams) -> CacheLookup | None:
+    """The request's place in the response cache; None with the cache off."""
+    cache = state.response_cache
+    return cache.lookup(raw, body, params, served_version_id(state)) if cache is not None else None
+
+
 async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker,
                            prompts: list[TokenizedPrompt], params: SamplingParams, body: GenerationRequest,
-                           builder: ResponseBuilder) -> Response:
+                           builder: ResponseBuilder, cache: CacheLookup | None = None) -> Response:
     """Answer one generation request; a failure before the first byte is raised as an APIError.
 
     The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes.
@@ -66,15 +81,20 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
     A stream starts once the first output is in, so an invalid or rejected request still gets a
     proper status code (the engine admits a batch of prompts together, so a refused one refuses
     all). A client gone before then is answered with nothing (logged as 499).
+
+    With the response cache on (`cache`), a cached answer takes the engine's place, whole or streamed
+    alike, and the answer says which it was in its x-autoglm-cache header.
     """
-    outputs = engine.generate(tracker.request_id, prompts, params, priority=body.priority,
-                              arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
+    generate = partial(engine.generate, tracker.request_id, prompts, params, priority=body.priority,
+                       arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
+    outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
+    headers = cache.headers if cache is not None else None
     try:
         if not body.stream:
             finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts)))
             tracker.finish(HTTPStatus.OK)
             response = builder.response(finals, usage_info(tracker.token_counts))
-            return JSONResponse(response.model_dump(mode="json"))
+            return JSONResponse(response.model_dump(mode="json"), headers=headers)
         first = await until_disconnected(raw, anext(outputs))
     except ClientDisconnected:
         tracker.finish(CLIENT_CLOSED_REQUEST)
@@ -83,7 +103,7 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
         api_error = to_api_error(error, tracker.request_id)
         tracker.finish(api_error.status, api_error.body.error.message)
         raise api_error from error
-    return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage, params.n))
+    return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage, params.n), headers)
 
 
 def _tenant_tag(raw: Request) -> TenantTag | None:

@@ -25,7 +25,7 @@ from autoglm.server.responses import (
     UsageInfo,
 )
 from autoglm.server.sampling import chat_sampling_params
-from autoglm.server.serving import serve_generation
+from autoglm.server.serving import response_cache_lookup, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
@@ -74,7 +74,8 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs,
                           engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, [TokenizedPrompt(token_ids)], params, body, builder)
+    return await serve_generation(raw, engine, tracker, [TokenizedPrompt(token_ids)], params, body, builder,
+                                  response_cache_lookup(state, raw, body, params))
 
 
 @dataclass

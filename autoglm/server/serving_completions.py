@@ -13,7 +13,7 @@ from autoglm.server.logprobs import completion_logprobs, token_decoder
 from autoglm.server.protocol import CompletionRequest
 from autoglm.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
 from autoglm.server.sampling import completion_sampling_params
-from autoglm.server.serving import choice_index, serve_generation
+from autoglm.server.serving import choice_index, response_cache_lookup, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
@@ -34,7 +34,8 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         tracker.on_tokens = await admit_generation(raw, sum(len(prompt.token_ids) for prompt in prompts))
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, prompts, params, body, builder)
+    return await serve_generation(raw, engine, tracker, prompts, params, body, builder,
+                                  response_cache_lookup(state, raw, body, params))
 
 
 async def tokenize_prompts(tokenizers: TokenizerPool, prompts: list[Prompt]) -> list[TokenizedPrompt]:

@@ -18,6 +18,7 @@ from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
 from autoglm.server.native_memory import bound_onednn_primitive_cache
+from autoglm.server.response_cache.cache import response_cache_from_config
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.usage import UsageLedger, default_usage_db
@@ -50,6 +51,7 @@ class ServerState:
         self.draining = False
         self.metrics = ServerMetrics(self.model_name, self.engine_stats,
                                      keyring.has_tenant if keyring is not None else lambda _: False)
+        self.response_cache = response_cache_from_config(config, self.metrics)
 
     def engine_stats(self) -> EngineStats | None:
         return self.engine.stats if self.engine is not None else None
@@ -115,3 +117,5 @@ class ServerState:
             self._tokenizers.shutdown()
         if self.engine is not None:
             await self.engine.shutdown()
+        if self.response_cache is not None:
+            await self.response_cache.close()

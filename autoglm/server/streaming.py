@@ -1,7 +1,7 @@
 """Server-sent events: what each choice gained since the last chunk, and the response that carries them."""
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
 from starlette.responses import StreamingResponse
@@ -74,8 +74,8 @@ class EventStreamResponse(StreamingResponse):
     collector; closing it here runs its cleanup (aborting the request) at once.
     """
 
-    def __init__(self, events: AsyncGenerator[str, None]) -> None:
-        super().__init__(events, media_type="text/event-stream")
+    def __init__(self, events: AsyncGenerator[str, None], headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(events, headers=headers, media_type="text/event-stream")
         self._events = events
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

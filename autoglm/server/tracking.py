@@ -14,6 +14,7 @@ from pydantic_core import to_jsonable_python
 from autoglm.outputs import RequestOutput
 from autoglm.server.errors import to_api_error
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.response_cache.outcome import CacheOutcome
 from autoglm.server.tenants.usage import Usage, UsageLedger
 
 # One JSON object per line, one line per request, for log shippers to parse.
@@ -57,6 +58,7 @@ class RequestTracker:
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     on_tokens: Callable[[int], None] | None = None  # told each step's new completion tokens (rate limits)
+    cache: CacheOutcome | None = None  # what the response cache did for it; None with the cache off
     _counts: dict[str, TokenCounts] = field(default_factory=dict, init=False)  # by engine request id
     _last_token_time: float | None = field(default=None, init=False)
     _ended: bool = field(default=False, init=False)
@@ -70,6 +72,23 @@ class RequestTracker:
 
     def observe(self, delta: RequestOutput) -> None:
         """Take in one engine delta: token counts, first-token and inter-token latency."""
+        new_tokens = self.count(delta)
+        if self.first_scheduled_time is None:
+            self.first_scheduled_time = delta.metrics.first_scheduled_time
+        if not new_tokens:
+            return
+        now = time.time()
+        if self._last_token_time is None:
+            self.first_token_time = now
+            self.metrics.time_to_first_token.observe(now - self.arrival_time)
+        else:
+            self.metrics.inter_token_latency.observe(now - self._last_token_time)
+        self._last_token_time = now
+
+    def count(self, delta: RequestOutput) -> int:
+        """Take in a delta's token counts and finish reason, telling on_tokens of its new completion
+        tokens (their number is returned). A replayed cached answer is counted this way alone: its
+        latencies are not the engine's."""
         new_tokens = sum(len(completion.token_ids) for completion in delta.outputs)
         before = self._counts.get(delta.request_id)
         self._counts[delta.request_id] = TokenCounts(
@@ -80,19 +99,9 @@ class RequestTracker:
         first_choice = next((c for c in delta.outputs if c.index == 0), None)
         if first_choice is not None:
             self.finish_reason = first_choice.finish_reason
-        if self.first_scheduled_time is None:
-            self.first_scheduled_time = delta.metrics.first_scheduled_time
-        if not new_tokens:
-            return
-        if self.on_tokens is not None:
+        if new_tokens and self.on_tokens is not None:
             self.on_tokens(new_tokens)
-        now = time.time()
-        if self._last_token_time is None:
-            self.first_token_time = now
-            self.metrics.time_to_first_token.observe(now - self.arrival_time)
-        else:
-            self.metrics.inter_token_latency.observe(now - self._last_token_time)
-        self._last_token_time = now
+        return new_tokens
 
     @contextlib.contextmanager
     def logging_rejection(self) -> Iterator[None]:
@@ -117,9 +126,11 @@ class RequestTracker:
         scheduled, counts = self.first_scheduled_time, self.token_counts
         if status == HTTPStatus.OK and self.finish_reason is not None:
             self.metrics.count_success(self.finish_reason)
-            self.metrics.e2e_request_latency.observe(now - self.arrival_time)
-            if scheduled is not None:
-                self.metrics.request_queue_time.observe(scheduled - self.arrival_time)
+            # A replayed cached answer never reached the engine: its latency would only flatter the engine's.
+            if self.cache is not CacheOutcome.HIT:
+                self.metrics.e2e_request_latency.observe(now - self.arrival_time)
+                if scheduled is not None:
+                    self.metrics.request_queue_time.observe(scheduled - self.arrival_time)
         if self.tenant is not None and counts.prompt:
             self._count_for_tenant(self.tenant, self.finish_reason if status == HTTPStatus.OK else None, counts)
         line = {
@@ -134,6 +145,7 @@ class RequestTracker:
             "ttft_ms": _ms(self.arrival_time, self.first_token_time),
             "e2e_ms": _ms(self.arrival_time, now),
             "finish_reason": self.finish_reason,
+            "cache": self.cache.value if self.cache is not None else None,
             "error": error,
         }
         if self.prompt is not None:
@@ -144,4 +156,5 @@ class RequestTracker:
         self.metrics.count_tenant_request(tenant, finished_reason, counts.prompt, counts.cached, counts.completion)
         if self.usage is not None:
             self.usage.record(tenant, Usage(requests=1, prompt_tokens=counts.prompt, cached_tokens=counts.cached,
-                                            completion_tokens=counts.completion))
+                                            completion_tokens=counts.completion,
+                                            cached_requests=int(self.cache is CacheOutcome.HIT)))

@@ -129,7 +129,7 @@ def test_a_servers_usage_survives_its_restart(chat_model, tenants, tmp_path):
         restarted.stop()
     expected = {"requests": 2, "prompt_tokens": sum(a["prompt_tokens"] for a in answers),
                 "cached_tokens": sum(a["prompt_tokens_details"]["cached_tokens"] for a in answers),
-                "completion_tokens": 7}
+                "completion_tokens": 7, "cached_requests": 0}
     assert by_tenant["team"]["all_time"] == by_tenant["team"]["today"] == expected
     assert by_tenant["ops"]["all_time"]["requests"] == 1
     assert by_tenant["viewers"]["all_time"]["requests"] == 0
@@ -146,3 +146,26 @@ def test_a_user_or_reader_sees_only_its_own_tenants_usage(chat_model, tenants, t
         assert list(usage_of(server.url, tenants.keys["ops-key"])) == ["ops", "team", "viewers"]
     finally:
         server.stop()
+
+
+def test_a_file_from_before_cached_requests_gains_the_column(tmp_path):
+    path = tmp_path / "usage.sqlite"
+    with usage_module.sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE usage (tenant TEXT NOT NULL, day TEXT NOT NULL, requests INTEGER NOT NULL, "
+                    "prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, "
+                    "completion_tokens INTEGER NOT NULL, PRIMARY KEY (tenant, day))")
+        old.execute("INSERT INTO usage VALUES ('team', '2020-01-01', 1, 5, 2, 3)")
+    old.close()
+
+    async def run() -> dict[str, TenantUsage]:
+        ledger = UsageLedger(str(path))
+        ledger.record("team", Usage(requests=1, prompt_tokens=5, cached_tokens=2, completion_tokens=3,
+                                    cached_requests=1))
+        await ledger.close()
+        reopened = UsageLedger(str(path))
+        totals = await reopened.totals()
+        await reopened.close()
+        return totals
+
+    assert asyncio.run(run())["team"].all_time == Usage(requests=2, prompt_tokens=10, cached_tokens=4,
+                                                        completion_tokens=6, cached_requests=1)

@@ -29,34 +29,36 @@ CREATE TABLE IF NOT EXISTS usage (
     prompt_tokens INTEGER NOT NULL,
     cached_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
+    cached_requests INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, day)
 )
 """
-_ADD = """
-INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (tenant, day) DO UPDATE SET
-    requests = requests + excluded.requests,
-    prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-    cached_tokens = cached_tokens + excluded.cached_tokens,
-    completion_tokens = completion_tokens + excluded.completion_tokens
-"""
-_SUMS = "SUM(requests), SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens)"
+# A file written before cached_requests was counted gains the column, zero for its past days.
+_ADD_CACHED_REQUESTS = "ALTER TABLE usage ADD COLUMN cached_requests INTEGER NOT NULL DEFAULT 0"
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Requests served and their tokens; cached_tokens are the prompt tokens found in the prefix cache."""
+    """Requests served and their tokens; cached_tokens are the prompt tokens found in the prefix cache,
+    cached_requests the requests answered from the response cache (counted in requests and tokens too)."""
 
     requests: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    cached_requests: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, name) + getattr(other, name) for name in _USAGE_FIELDS))
 
 
 _USAGE_FIELDS = tuple(field.name for field in fields(Usage))
+_ADD = f"""
+INSERT INTO usage (tenant, day, {", ".join(_USAGE_FIELDS)}) VALUES (?, ?{", ?" * len(_USAGE_FIELDS)})
+ON CONFLICT (tenant, day) DO UPDATE SET
+    {", ".join(f"{name} = {name} + excluded.{name}" for name in _USAGE_FIELDS)}
+"""
+_SUMS = ", ".join(f"SUM({name})" for name in _USAGE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ class UsageLedger:
         self._connection = sqlite3.connect(path, check_same_thread=False)
         with self._connection:
             self._connection.execute(_SCHEMA)
+            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(usage)")}
+            if "cached_requests" not in columns:
+                self._connection.execute(_ADD_CACHED_REQUESTS)
         self._pending: dict[tuple[str, str], Usage] = {}  # by (tenant, day)
         self._turn = asyncio.Lock()
 

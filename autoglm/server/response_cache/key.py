@@ -1,0 +1,34 @@
+"""The response cache's key: everything that fixes a deterministic request's answer, and nothing else."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from autoglm.sampling_params import SamplingParams
+from autoglm.server.protocol import GenerationRequest
+
+# Request fields that never change what the model writes: how the answer is delivered, who asked (the
+# tenant is keyed instead), scheduling, and chat fields accepted and not used. `model` gives way to the
+# exact version that serves the request, so "NAME" and "NAME@stable" share entries and two versions never do.
+IGNORED_FIELDS = frozenset({"model", "stream", "stream_options", "user", "priority", "metadata",
+                            "safety_identifier", "prompt_cache_key"})
+# Changed whenever the stored form of an answer changes, so that no entry of another form is ever read.
+KEY_FORMAT = "v1"
+
+
+def is_deterministic(params: SamplingParams) -> bool:
+    """Greedy decoding, or sampling from a fixed seed: the same request always gets the same answer."""
+    return params.greedy or params.seed is not None
+
+
+def response_cache_key(version_id: str, tenant: str | None, route: str, body: GenerationRequest) -> str:
+    """A SHA-256 of the canonical JSON of the version, the tenant, the route and the request's fields
+    (after the server's own changes to them, such as a tenant's max_tokens cap)."""
+    identity = {
+        "version": version_id,
+        "tenant": tenant,
+        "route": route,
+        "request": body.model_dump(mode="json", exclude=set(IGNORED_FIELDS)),
+    }
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{KEY_FORMAT}:{hashlib.sha256(canonical.encode()).hexdigest()}"
