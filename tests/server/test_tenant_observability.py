@@ -8,6 +8,8 @@ import logging
 import httpx
 import pytest
 
+from autoglm.engine.llm_engine import LLMEngine
+from tests.server.gated_serve import hold_steps_until
 from tests.server.live_server import scrape_metrics, sse_payloads, start_server
 from tests.server.tenants_files import TenantsFixture, bearer
 
@@ -51,10 +53,13 @@ def test_each_tenants_requests_and_tokens_are_counted_under_its_label(chat_model
     assert metrics["autoglm:request_success_total{finished_reason=length}"] == 3, "the old counter still counts all"
 
 
-def test_a_tenant_gone_from_the_file_is_counted_as_other(chat_model, tenants, tmp_path):
+def test_a_tenant_gone_from_the_file_is_counted_as_other(chat_model, tenants, tmp_path, monkeypatch):
     path = tenants.write(tmp_path / "tenants.yaml")
     server = start_server(chat_model, tenants_file=str(path))
     remaining = TenantsFixture(tenants.tenants[:2], stored=tenants.stored[:2])
+    gate = tmp_path / "gate"
+    monkeypatch.setattr(LLMEngine, "step", LLMEngine.step)  # put back at teardown
+    hold_steps_until(gate)  # the request cannot end before the reload, however fast the machine
     try:
         body = {"prompt": "Hello", "max_tokens": 40, "ignore_eos": True, "stream": True}
         with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60,
@@ -63,6 +68,7 @@ def test_a_tenant_gone_from_the_file_is_counted_as_other(chat_model, tenants, tm
             next(lines)  # the request is running: its tenant is in the file
             remaining.write(path)
             httpx.post(server.url + "/admin/reload", headers=bearer(tenants.keys["ops-key"])).raise_for_status()
+            gate.touch()
             list(lines)
         metrics = scrape_metrics(server.url)
     finally:
