@@ -11,6 +11,7 @@ from autoglm.cli_logging import configure_logging
 from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
 from autoglm.config import ConfigError
 from autoglm.keys_command import add_keys_subcommand
+from autoglm.models_command import add_models_subcommand
 from autoglm.perplexity_command import add_eval_ppl_subcommand
 from autoglm.quantize_command import add_quantize_subcommand
 from autoglm.server.serve import add_serve_subcommand
@@ -59,7 +60,7 @@ def _add_generate(subparsers: argparse._SubParsersAction) -> None:
 # Each entry adds one subcommand; modules with heavier imports load only when chosen.
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_generate, add_serve_subcommand, add_eval_ppl_subcommand, add_bench_subcommand, add_quantize_subcommand,
-    add_keys_subcommand,
+    add_keys_subcommand, add_models_subcommand,
 ]
 
 

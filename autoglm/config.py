@@ -342,6 +342,18 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
+    registry: Literal["directory"] = Field(
+        "directory",
+        description="Where named model versions and their aliases are kept (see `autoglm models`): 'directory' "
+                    "(one JSON file per model in registry_dir; no service needed).",
+        json_schema_extra=_SERVER,
+    )
+    registry_dir: str | None = Field(
+        None,
+        description="Folder of the directory registry; None: $XDG_DATA_HOME/autoglm/registry "
+                    "(~/.local/share/autoglm/registry). Checkpoints stay where they were registered from.",
+        json_schema_extra=_SERVER,
+    )
     metrics_require_key: bool = Field(
         False,
         description="Serve /metrics only to an admin key (it shows every tenant's usage); needs tenants_file "

@@ -1,6 +1,7 @@
 """Score a text with the engine's own prompt logprobs: loss per token and per character."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autoglm.engine.tokenize import encode_text
@@ -18,6 +19,11 @@ class PerplexityResult:
     @property
     def loss_per_token(self) -> float:
         return self.total_nll / self.num_scored_tokens
+
+    @property
+    def perplexity(self) -> float:
+        """e to the loss per token: the number of equally likely tokens the model is as unsure as."""
+        return math.exp(self.loss_per_token)
 
     @property
     def loss_per_character(self) -> float:

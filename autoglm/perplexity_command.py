@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
@@ -39,7 +38,7 @@ def _eval_ppl(args: argparse.Namespace) -> int:
     announce_model(config)
     result = evaluate_perplexity(LLM.from_config(config), text, window=args.window, use_tqdm=show_progress())
     print(f"characters: {result.num_characters}  tokens: {result.num_tokens}  scored: {result.num_scored_tokens}")
-    print(f"loss per token: {result.loss_per_token:.4f} nats  (perplexity {math.exp(result.loss_per_token):.2f})")
+    print(f"loss per token: {result.loss_per_token:.4f} nats  (perplexity {result.perplexity:.2f})")
     print(f"loss per character: {result.loss_per_character:.4f} nats")
     return 0
 

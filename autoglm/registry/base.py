@@ -11,19 +11,16 @@ from datetime import datetime
 from pathlib import Path
 
 from autoglm.registry.checkpoint import weights_sha256
+from autoglm.registry.errors import ChecksumMismatchError, RegistryError
 
 STABLE_ALIAS = "stable"
 CANARY_ALIAS = "canary"
 REFERENCE_SEPARATOR = "@"
 
-
-class RegistryError(ValueError):
-    """A model, version or alias the registry does not hold, or a change it refuses; the message names what
-    was asked for and what exists."""
-
-
-class ChecksumMismatchError(RegistryError):
-    """A registered checkpoint's weight files no longer match the SHA-256 recorded when it was registered."""
+__all__ = [
+    "CANARY_ALIAS", "STABLE_ALIAS", "ChecksumMismatchError", "ModelVersion", "Registry", "RegistryError",
+    "verify_checksum", "version_sort_key",
+]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoglm.registry.errors import RegistryError
+
 WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -47,22 +49,22 @@ def checkpoint_architecture(path: Path) -> str:
     try:
         config = json.loads(config_file.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{path} is not a checkpoint folder: it has no config.json") from None
+        raise RegistryError(f"{path} is not a checkpoint folder: it has no config.json") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"{config_file} is not valid JSON: {error}") from None
+        raise RegistryError(f"{config_file} is not valid JSON: {error}") from None
     architectures = config.get("architectures") or []
     architecture = architectures[0] if architectures else config.get("model_type")
     if not isinstance(architecture, str) or not architecture:
-        raise ValueError(f"{config_file} names no architecture: expected 'architectures' or 'model_type'")
+        raise RegistryError(f"{config_file} names no architecture: expected 'architectures' or 'model_type'")
     return architecture
 
 
 def describe_checkpoint(path: Path) -> CheckpointFacts:
     """The facts to register for the checkpoint folder at ``path``; refuses a folder without weight files."""
     if not path.is_dir():
-        raise ValueError(f"checkpoint folder not found: {path}")
+        raise RegistryError(f"checkpoint folder not found: {path}")
     files = weight_files(path)
     if not files:
-        raise ValueError(f"{path} holds no weight files (expected {' or '.join(WEIGHT_FILE_PATTERNS)})")
+        raise RegistryError(f"{path} holds no weight files (expected {' or '.join(WEIGHT_FILE_PATTERNS)})")
     return CheckpointFacts(sha256=weights_sha256(path), architecture=checkpoint_architecture(path),
                            size_bytes=sum(file.stat().st_size for file in files))

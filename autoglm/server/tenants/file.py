@@ -5,8 +5,6 @@ file, the tenant or key it sits in, the field, and what is allowed.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -16,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from autoglm.atomic_write import write_text_atomically
 from autoglm.config import ConfigError
 from autoglm.errors import quote_value
 
@@ -171,11 +170,7 @@ def save_tenants_file(path: Path, tenants: TenantsFile) -> None:
     The YAML is written anew: comments in the old file are not kept.
     """
     text = yaml.safe_dump(tenants.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(temporary, path.stat().st_mode)  # whoever could read the file before still can
-    os.replace(temporary, path)
+    write_text_atomically(path, text)  # whoever could read the file before still can
 
 
 def _explain(problem: ErrorDetails, data: dict[str, Any]) -> str:

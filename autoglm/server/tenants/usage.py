@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
+
+from autoglm.user_data import user_data_dir
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,7 @@ def utc_day(now: datetime | None = None) -> str:
 
 def default_usage_db() -> Path:
     """``$XDG_DATA_HOME/autoglm/usage.sqlite``, else ``~/.local/share/autoglm/usage.sqlite``."""
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home) / "autoglm" / "usage.sqlite"
+    return user_data_dir() / "usage.sqlite"
 
 
 class UsageLedger:

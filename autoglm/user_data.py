@@ -1,0 +1,11 @@
+"""Where autoglm keeps the user's own data between runs (usage counts, the model registry)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def user_data_dir() -> Path:
+    """``$XDG_DATA_HOME/autoglm``, else ``~/.local/share/autoglm``."""
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "autoglm"
