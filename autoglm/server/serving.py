@@ -19,9 +19,9 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.errors import to_api_error
+from autoglm.server.models.served_version import ServedVersion
 from autoglm.server.protocol import GenerationRequest
 from autoglm.server.request_stream import IndexedOutput
 from autoglm.server.responses import PromptTokensDetails, UsageInfo
@@ -56,19 +56,21 @@ def usage_info(counts: TokenCounts) -> UsageInfo:
     )
 
 
-async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker,
+async def serve_generation(raw: Request, served: ServedVersion, tracker: RequestTracker,
                            prompts: list[TokenizedPrompt], params: SamplingParams, body: GenerationRequest,
                            builder: ResponseBuilder) -> Response:
     """Answer one generation request; a failure before the first byte is raised as an APIError.
 
-    The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes.
+    The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes. `served` is
+    the model version routed to (`served.version_id` is what the response names), already holding the request.
 
     A stream starts once the first output is in, so an invalid or rejected request still gets a
     proper status code (the engine admits a batch of prompts together, so a refused one refuses
     all). A client gone before then is answered with nothing (logged as 499).
     """
-    outputs = engine.generate(tracker.request_id, prompts, params, priority=body.priority,
-                              arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
+    outputs = served.engine.generate(tracker.request_id, prompts, params, priority=body.priority,
+                                     arrival_time=tracker.arrival_time, observe=tracker.observe,
+                                     tenant=_tenant_tag(raw))
     try:
         if not body.stream:
             finals = await until_disconnected(raw, _final_outputs(outputs, len(prompts)))
