@@ -8,7 +8,9 @@ import httpx
 import pytest
 
 from tests.server.live_server import wait_until
+from autoglm.registry import DirectoryRegistry
 from tests.server.model_versions import MODEL, complete, operate, register_copy, serve_registry, served_model
+from tests.server.tenants_files import TenantsFixture, bearer
 
 
 @pytest.fixture
@@ -59,7 +61,6 @@ def test_admin_models_reports_versions_and_promote_moves_stable_in_the_registry_
     assert promoted.status_code == 200, promoted.text
     assert promoted.json()["aliases"] == {"stable": "2"}
     assert complete(served.url)["model"] == f"{MODEL}@2"
-    from autoglm.registry import DirectoryRegistry
     assert DirectoryRegistry(registry_dir).aliases(MODEL)["stable"] == "2"
     assert operate(served.url, "rollback").json()["aliases"] == {"stable": "1"}
     assert complete(served.url)["model"] == f"{MODEL}@1"
@@ -117,3 +118,19 @@ def test_requests_tokens_errors_and_ttft_are_counted_per_version(served):
         assert metrics.get(f"autoglm:model_version_errors_total{{{labels}}}", 0) == 0
     text = httpx.get(served.url + "/metrics", timeout=10).text  # each engine's gauges, named by its version
     assert all(f'autoglm:kv_cache_capacity_tokens{{model_name="{MODEL}@{version}"}}' in text for version in "12")
+
+
+def test_with_keys_the_model_admin_routes_need_an_admin_key_and_tenants_are_allowed_by_model_name(
+        registry_dir, tmp_path):
+    tenants = TenantsFixture(tenants=[{"id": "ops", "role": "admin"}, {"id": "team", "models": [MODEL]}])
+    admin, user = tenants.add_key("ops-key", "ops"), tenants.add_key("team-key", "team")
+    running = serve_registry(registry_dir, tenants_file=str(tenants.write(tmp_path / "tenants.yaml")))
+    try:
+        refused = httpx.get(running.url + "/admin/models", headers=bearer(user), timeout=10)
+        assert refused.status_code == 403 and "needs role 'admin'" in refused.json()["error"]["message"]
+        assert httpx.get(running.url + "/admin/models", headers=bearer(admin), timeout=10).status_code == 200
+        body = {"model": f"{MODEL}@2", "prompt": "Hi", "max_tokens": 2}
+        answer = httpx.post(running.url + "/v1/completions", json=body, headers=bearer(user), timeout=30)
+        assert answer.status_code == 200 and answer.json()["model"] == f"{MODEL}@2"
+    finally:
+        running.stop()
