@@ -11,7 +11,15 @@ from http import HTTPStatus
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.errors import quote_value
-from autoglm.registry.base import CANARY_ALIAS, STABLE_ALIAS, ChecksumMismatchError, ModelVersion, Registry, RegistryError, verify_checksum
+from autoglm.registry.base import (
+    CANARY_ALIAS,
+    STABLE_ALIAS,
+    ChecksumMismatchError,
+    ModelVersion,
+    Registry,
+    RegistryError,
+    verify_checksum,
+)
 from autoglm.server.errors import APIError
 from autoglm.server.models.auto_rollback import CanaryWatch, RollbackThresholds
 from autoglm.server.models.canary import CanarySplit
@@ -84,7 +92,8 @@ class ModelLifecycle:
         """Unload a version once its requests end; refused while it is the stable or the canary."""
         async with self._lock:
             routes = self.routes(name)
-            for alias, target in ((STABLE_ALIAS, routes.stable), (CANARY_ALIAS, routes.canary and routes.canary.version)):
+            canary = routes.canary.version if routes.canary is not None else None
+            for alias, target in ((STABLE_ALIAS, routes.stable), (CANARY_ALIAS, canary)):
                 if version == target:
                     raise APIError(HTTPStatus.CONFLICT, f"{version_id(name, version)} is the {alias}; promote or "
                                    "roll back to another version (or clear the canary) before unloading it",
