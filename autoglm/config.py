@@ -411,6 +411,47 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_SERVER,
     )
 
+    serve_models: tuple[str, ...] = Field(
+        (),
+        description=(
+            "References in the model registry to serve ('NAME' for its stable, 'NAME@ALIAS', 'NAME@VERSION'), "
+            "as a list or one comma-separated string; requests then route by their model field. Empty: serve "
+            "`model` alone, as served_model_name."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    max_loaded_versions: int = Field(
+        3, ge=1,
+        description=(
+            "With serve_models: most model versions loaded at once (a stable, its canary and the previous "
+            "stable kept warm for rollback need 3); each gets an equal share of kv_cache_memory."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    auto_rollback: bool = Field(
+        False,
+        description="Set a canary's split back to 0% when it breaks auto_rollback_max_error_rate or "
+                    "auto_rollback_max_p99_ttft_s over auto_rollback_window_s.",
+        json_schema_extra=_SERVER,
+    )
+    auto_rollback_window_s: float = Field(
+        60.0, gt=0, description="Seconds of a canary's latest requests that automatic rollback judges.",
+        json_schema_extra=_SERVER,
+    )
+    auto_rollback_min_requests: int = Field(
+        20, ge=1, description="Canary requests the window must hold before automatic rollback judges it.",
+        json_schema_extra=_SERVER,
+    )
+    auto_rollback_max_error_rate: float = Field(
+        0.05, ge=0, le=1, description="Share of a canary's requests in the window that may fail (0-1).",
+        json_schema_extra=_SERVER,
+    )
+    auto_rollback_max_p99_ttft_s: float | None = Field(
+        None, gt=0, description="Highest p99 time to first token of a canary in the window, in seconds; "
+                                "None: latency never rolls back.",
+        json_schema_extra=_SERVER,
+    )
+
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
         settings = _SourcedSettings()
@@ -526,7 +567,7 @@ class AutoGLMConfig(BaseModel):
     def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value
 
-    @field_validator("allowed_hosts", "cors_allowed_origins", mode="before")
+    @field_validator("allowed_hosts", "cors_allowed_origins", "serve_models", mode="before")
     @classmethod
     def _name_list(cls, value: object, info: ValidationInfo) -> tuple[str, ...] | None:
         """A list of names, or one string of comma-separated names (as flags and environment variables give it)."""

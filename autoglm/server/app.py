@@ -16,10 +16,16 @@ from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids
+from autoglm.registry.base import Registry
+from autoglm.registry.configured import registry_from_config
 from autoglm.server import admin
 from autoglm.server.errors import install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.models import admin_routes as model_admin
+from autoglm.server.models.cards import model_cards
+from autoglm.server.models.lifecycle import EngineLoader
+from autoglm.server.models.routing import model_name_of
 from autoglm.server.openapi import install_openapi
 from autoglm.server.protocol import (
     ChatCompletionRequest,
@@ -30,7 +36,7 @@ from autoglm.server.protocol import (
     TokenizeResponse,
 )
 from autoglm.server.request_body import RequestBodyMiddleware
-from autoglm.server.responses import ModelCard, ModelList
+from autoglm.server.responses import ModelList
 from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
@@ -57,8 +63,9 @@ State = Depends(server_state)
 @router.get("/health")
 @router.head("/health")
 async def health(state: ServerState = State) -> Response:
-    """200 while requests are served; 503 while loading, draining, or after the engine loop died."""
-    state.ready_engine()
+    """200 while requests are served (every model's stable loaded and running); 503 while loading, draining,
+    or after an engine loop died."""
+    state.check_ready()
     return Response(status_code=200)
 
 
@@ -76,56 +83,56 @@ async def metrics(raw: Request, state: ServerState = State) -> Response:
 
 @router.get("/v1/models")
 async def list_models(raw: Request, state: ServerState = State) -> ModelList:
-    """The served model, if the key's tenant may use it."""
-    engine = state.ready_engine()
-    if not may_use_model(raw, state.model_name):
-        return ModelList(data=[])
-    # The served name, not the folder: where the model sits on disk is no client's business.
-    card = ModelCard(id=state.model_name, created=state.created, root=state.model_name,
-                     max_model_len=engine.engine.max_context_len)
-    return ModelList(data=[card])
+    """Each served model the key's tenant may use: by name, and (from a registry) each loaded version with its
+    aliases."""
+    state.check_ready()
+    return ModelList(data=[card for card in model_cards(state.router, state.created)
+                           if may_use_model(raw, model_name_of(card.id))])
 
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = State) -> TokenizeResponse:
     """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
-    check_access(raw, body.model or state.model_name, generates=False)
-    engine = state.ready_engine(body.model)
+    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    served = state.route(body.model)
     if body.messages is not None:
-        tokens = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
+        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
     else:
-        tokens = await state.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
-    return TokenizeResponse(count=len(tokens), max_model_len=engine.engine.max_context_len, tokens=tokens)
+        tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+    return TokenizeResponse(count=len(tokens), max_model_len=served.engine.engine.max_context_len, tokens=tokens)
 
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
-    check_access(raw, body.model or state.model_name, generates=False)
-    engine = state.ready_engine(body.model)
-    check_token_ids(body.tokens, engine.engine.model_config.vocab_size, "tokens")
-    return DetokenizeResponse(prompt=await state.tokenizers.decode(body.tokens))
+    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    served = state.route(body.model)
+    check_token_ids(body.tokens, served.engine.engine.model_config.vocab_size, "tokens")
+    return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))
 
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    check_access(raw, body.model or state.model_name, generates=True)
+    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
     return await create_completion(raw, state, body)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    check_access(raw, body.model or state.model_name, generates=True)
+    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
     return await create_chat_completion(raw, state, body)
 
 
 def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None = None,
               on_load_failure: Callable[[], None] | None = None,
-              limit_windows: LimitWindows = LimitWindows()) -> FastAPI:
+              limit_windows: LimitWindows = LimitWindows(), registry: Registry | None = None,
+              load_version: EngineLoader | None = None) -> FastAPI:
     """An app that starts loading the model when it starts, answering 503 until the model is ready.
 
-    `load_engine` defaults to building an LLMEngine from `config`; `on_load_failure` is called
-    if loading raises (the server cannot serve anything after that). `limit_windows` shortens the
-    tenants' rate-limit windows, for tests.
+    With serve_models set it serves those versions of `registry` (default: the one the settings name), each
+    engine built by `load_version` (default: an LLMEngine of its checkpoint); else the one model
+    `load_engine` builds (default: an LLMEngine from `config`). `on_load_failure` is called if loading
+    raises (the server cannot serve anything after that). `limit_windows` shortens the tenants'
+    rate-limit windows, for tests.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
     limiter = None
@@ -133,7 +140,9 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
     else:  # a Redis URL without its client stops the start
         limiter = TenantRateLimiter(rate_limit_storage(config.rate_limit_storage), limit_windows)
-    state = ServerState(config, keyring)
+    if config.serve_models and registry is None:
+        registry = registry_from_config(config)
+    state = ServerState(config, keyring, registry if config.serve_models else None, load_version)
     load = load_engine or partial(LLMEngine, config)
 
     def loaded(task: asyncio.Task[None]) -> None:
@@ -160,7 +169,11 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
-    routers = [router, admin.router] if keyring is not None else [router]  # no tenants to administer without keys
+    routers = [router]
+    if keyring is not None:  # no tenants to administer without keys
+        routers.append(admin.router)
+    if state.lifecycle is not None:
+        routers.append(model_admin.router)
     for served in routers:
         app.include_router(served)
     _add_middleware(app, config, state.metrics, keyring, limiter,

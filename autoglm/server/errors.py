@@ -33,7 +33,9 @@ _ERROR_TYPES = {
     HTTPStatus.NOT_FOUND: "invalid_request_error",
     HTTPStatus.METHOD_NOT_ALLOWED: "invalid_request_error",
     HTTPStatus.REQUEST_TIMEOUT: "timeout_error",
+    HTTPStatus.CONFLICT: "invalid_request_error",
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "invalid_request_error",
+    HTTPStatus.UNPROCESSABLE_ENTITY: "invalid_request_error",
     HTTPStatus.TOO_MANY_REQUESTS: "rate_limit_error",
     HTTPStatus.GATEWAY_TIMEOUT: "timeout_error",
 }

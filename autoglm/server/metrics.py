@@ -1,8 +1,10 @@
 """Prometheus metrics under vLLM's names, with the ``autoglm:`` prefix.
 
-Load and token counters mirror the engine's own statistics, so they are read from its latest
-snapshot at scrape time instead of being counted a second time. Latencies and finished
-requests are observed by the server as requests end.
+Load and token counters mirror the engines' own statistics, so they are read from their latest
+snapshots at scrape time instead of being counted a second time (labelled by the served version
+each engine runs). Latencies and finished requests are observed by the server as requests end;
+each model version's requests, errors, tokens and time to first token also under labels model
+and version.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from autoglm.engine.llm_engine import EngineStats
+from autoglm.server.models.version_ids import split_version_id
 
 _LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                       10.0, 20.0, 40.0, 80.0, 160.0, 640.0)
@@ -20,17 +23,28 @@ _TOKEN_LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0
                             2.5, 5.0, 10.0)
 
 
-class _EngineStatsCollector(Collector):
-    """Gauges and counters read from the engine's latest statistics; nothing while it loads."""
+# Each loaded engine's latest statistics, by the served version id it runs (empty while none has loaded).
+StatsReader = Callable[[], dict[str, EngineStats]]
 
-    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None]) -> None:
-        self._model_name = model_name
+
+class _EngineStatsCollector(Collector):
+    """Gauges and counters read from each engine's latest statistics, model_name being its served version."""
+
+    def __init__(self, read_stats: StatsReader) -> None:
         self._read_stats = read_stats
 
     def collect(self) -> Iterator[Metric]:
-        stats = self._read_stats()
-        if stats is None:
-            return
+        families: dict[str, Metric] = {}
+        for served, stats in self._read_stats().items():
+            for family in self._collect_one(served, stats):
+                if family.name in families:
+                    families[family.name].samples.extend(family.samples)
+                else:
+                    families[family.name] = family
+        yield from families.values()
+
+    @staticmethod
+    def _collect_one(served: str, stats: EngineStats) -> Iterator[Metric]:
         gauges = (
             ("autoglm:num_requests_running", "Requests in the running batch.", stats.num_running),
             ("autoglm:num_requests_waiting", "Requests waiting to be scheduled.", stats.num_waiting),
@@ -51,15 +65,15 @@ class _EngineStatsCollector(Collector):
         )
         for name, documentation, value in gauges:
             gauge = GaugeMetricFamily(name, documentation, labels=["model_name"])
-            gauge.add_metric([self._model_name], value)
+            gauge.add_metric([served], value)
             yield gauge
         info = GaugeMetricFamily("autoglm:cache_config_info", "The KV cache's settings, as labels.",
                                  labels=["model_name", "cache_dtype"])
-        info.add_metric([self._model_name, stats.kv_cache_dtype], 1)
+        info.add_metric([served, stats.kv_cache_dtype], 1)
         yield info
         for name, documentation, value in counters:
             counter = CounterMetricFamily(name, documentation, labels=["model_name"])
-            counter.add_metric([self._model_name], value)
+            counter.add_metric([served], value)
             yield counter
 
 
@@ -74,12 +88,12 @@ class ServerMetrics:
     `is_tenant` says whether an id is in the tenants file now, to keep the tenant label's values bounded.
     """
 
-    def __init__(self, model_name: str, read_stats: Callable[[], EngineStats | None],
+    def __init__(self, model_name: str, read_stats: StatsReader,
                  is_tenant: Callable[[str], bool] = lambda _: False) -> None:
         self.model_name = model_name
         self._is_tenant = is_tenant
         self.registry = CollectorRegistry()
-        self.registry.register(_EngineStatsCollector(model_name, read_stats))
+        self.registry.register(_EngineStatsCollector(read_stats))
         self._request_success = Counter(
             "autoglm:request_success", "Requests that finished, by finish reason.",
             ["model_name", "finished_reason"], registry=self.registry,
@@ -98,7 +112,7 @@ class ServerMetrics:
             )
         }
         self._response_cache = {
-            hit: Counter(f"autoglm:response_cache_{kind}", documentation, ["model_name", "version"],
+            hit: Counter(f"autoglm:response_cache_{kind}", documentation, ["model", "version"],
                          registry=self.registry)
             for hit, kind, documentation in (
                 (True, "hits", "Deterministic requests answered from the response cache, by served version."),
@@ -125,6 +139,25 @@ class ServerMetrics:
             _LATENCY_BUCKETS_S,
         )
 
+        version_labels = ["model", "version"]
+        self._version_requests = Counter("autoglm:model_version_requests",
+                                         "Requests a model version took in, counted as they end.", version_labels,
+                                         registry=self.registry)
+        self._version_errors = Counter("autoglm:model_version_errors",
+                                       "Requests a model version failed (a 5xx answer or error event).",
+                                       version_labels, registry=self.registry)
+        self._version_tokens = {
+            kind: Counter(f"autoglm:model_version_{kind}_tokens", documentation, version_labels,
+                          registry=self.registry)
+            for kind, documentation in (("prompt", "Prompt tokens of a model version's requests that ended."),
+                                        ("generation", "Tokens a model version generated, for requests that ended."))
+        }
+        self._version_time_to_first_token = Histogram(
+            "autoglm:model_version_time_to_first_token_seconds",
+            "Seconds from arrival to the first generated token, by model version.", version_labels,
+            buckets=_LATENCY_BUCKETS_S, registry=self.registry,
+        )
+
     def _histogram(self, name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
         histogram = Histogram(name, documentation, ["model_name"], buckets=buckets, registry=self.registry)
         return histogram.labels(self.model_name)
@@ -141,8 +174,21 @@ class ServerMetrics:
         for kind, tokens in (("prompt", prompt_tokens), ("cached", cached_tokens), ("generation", generation_tokens)):
             self._tenant_tokens[kind].labels(self.model_name, label).inc(tokens)
 
-    def count_response_cache(self, version: str, hit: bool) -> None:
-        self._response_cache[hit].labels(self.model_name, version).inc()
+    def count_version_request(self, model: str, version: str, failed: bool, prompt_tokens: int,
+                              generation_tokens: int, time_to_first_token_s: float | None) -> None:
+        """A request a model version took in has ended (`version` is empty on a server without a registry)."""
+        self._version_requests.labels(model, version).inc()
+        if failed:
+            self._version_errors.labels(model, version).inc()
+        self._version_tokens["prompt"].labels(model, version).inc(prompt_tokens)
+        self._version_tokens["generation"].labels(model, version).inc(generation_tokens)
+        if time_to_first_token_s is not None:
+            self._version_time_to_first_token.labels(model, version).observe(time_to_first_token_s)
+
+    def count_response_cache(self, version_id: str, hit: bool) -> None:
+        """A deterministic request looked up in the response cache, labelled as the version counters are."""
+        model, version = split_version_id(version_id)
+        self._response_cache[hit].labels(model, version).inc()
 
     def count_http_request(self, route: str, status: int) -> None:
         self._http_requests.labels(route, str(int(status))).inc()

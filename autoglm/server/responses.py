@@ -106,7 +106,9 @@ class ModelCard(BaseModel):
     created: int
     owned_by: str = "autoglm"
     root: str
+    parent: str | None = None  # a version's model, on a server serving a registry's versions
     max_model_len: int
+    aliases: list[str] | None = None  # a version's aliases (stable, canary, ...)
 
 
 class ModelList(BaseModel):

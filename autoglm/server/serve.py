@@ -30,8 +30,9 @@ def run_server(args: argparse.Namespace) -> int:
     from autoglm.server.uvicorn_config import uvicorn_config
 
     config = config_from_args(args)
-    announce_model(config)
-    resolve_model_path(config.model)  # a missing folder is a usage error, reported before the server starts
+    if not config.serve_models:  # else the registry's versions are served, each checked as it loads
+        announce_model(config)
+        resolve_model_path(config.model)  # a missing folder is a usage error, reported before the server starts
     _configure_logging()
     server: DrainingServer | None = None
 

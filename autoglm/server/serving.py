@@ -20,9 +20,9 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.errors import to_api_error
+from autoglm.server.models.served_version import ServedVersion
 from autoglm.server.protocol import GenerationRequest
 from autoglm.server.request_stream import IndexedOutput
 from autoglm.server.response_cache.cache import CacheLookup
@@ -59,24 +59,20 @@ def usage_info(counts: TokenCounts) -> UsageInfo:
     )
 
 
-def served_version_id(state: ServerState) -> str:
-    """The exact model version that serves the request: named in its answer, and part of its cache key."""
-    return state.model_name
-
-
-def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequest,
-                          params: SamplingParams) -> CacheLookup | None:
-    """The request's place in the response cache; None with the cache off."""
+def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequest, params: SamplingParams,
+                          served: ServedVersion) -> CacheLookup | None:
+    """The request's place in the response cache, keyed by the exact version routed to; None with the cache off."""
     cache = state.response_cache
-    return cache.lookup(raw, body, params, served_version_id(state)) if cache is not None else None
+    return cache.lookup(raw, body, params, served.version_id) if cache is not None else None
 
 
-async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTracker,
+async def serve_generation(raw: Request, served: ServedVersion, tracker: RequestTracker,
                            prompts: list[TokenizedPrompt], params: SamplingParams, body: GenerationRequest,
                            builder: ResponseBuilder, cache: CacheLookup | None = None) -> Response:
     """Answer one generation request; a failure before the first byte is raised as an APIError.
 
-    The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes.
+    The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes. `served` is
+    the model version routed to (`served.version_id` is what the response names), already holding the request.
 
     A stream starts once the first output is in, so an invalid or rejected request still gets a
     proper status code (the engine admits a batch of prompts together, so a refused one refuses
@@ -85,7 +81,7 @@ async def serve_generation(raw: Request, engine: AsyncEngine, tracker: RequestTr
     With the response cache on (`cache`), a cached answer takes the engine's place, whole or streamed
     alike, and the answer says which it was in its x-autoglm-cache header.
     """
-    generate = partial(engine.generate, tracker.request_id, prompts, params, priority=body.priority,
+    generate = partial(served.engine.generate, tracker.request_id, prompts, params, priority=body.priority,
                        arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
     outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
     headers = cache.headers if cache is not None else None

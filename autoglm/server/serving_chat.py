@@ -64,18 +64,19 @@ async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage],
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
     tracker = state.new_tracker("chatcmpl", raw, body.messages)
     with tracker.logging_rejection():
-        engine = state.ready_engine(body.model)
+        served = state.serve(body.model, tracker, body.user)
+        engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
                                       state.config.max_sequences_per_request)
-        token_ids = await tokenize_chat(state.tokenizers, body.messages, body.add_generation_prompt)
+        token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
         tracker.on_tokens = await admit_generation(raw, len(token_ids))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, num_logprobs,
+    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
                           engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, [TokenizedPrompt(token_ids)], params, body, builder,
-                                  response_cache_lookup(state, raw, body, params))
+    return await serve_generation(raw, served, tracker, [TokenizedPrompt(token_ids)], params, body, builder,
+                                  response_cache_lookup(state, raw, body, params, served))
 
 
 @dataclass

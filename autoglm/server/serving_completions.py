@@ -25,17 +25,18 @@ from autoglm.server.unsupported import refuse_unimplemented
 async def create_completion(raw: Request, state: ServerState, body: CompletionRequest) -> Response:
     tracker = state.new_tracker("cmpl", raw, body.prompt)
     with tracker.logging_rejection():
-        engine = state.ready_engine(body.model)
+        served = state.serve(body.model, tracker, body.user)
+        engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
         params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
                                             state.config.max_sequences_per_request)
-        prompts = await tokenize_prompts(state.tokenizers, body.prompts)
+        prompts = await tokenize_prompts(served.tokenizers, body.prompts)
         tracker.on_tokens = await admit_generation(raw, sum(len(prompt.token_ids) for prompt in prompts))
-    builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), state.model_name, body.echo,
+    builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)
-    return await serve_generation(raw, engine, tracker, prompts, params, body, builder,
-                                  response_cache_lookup(state, raw, body, params))
+    return await serve_generation(raw, served, tracker, prompts, params, body, builder,
+                                  response_cache_lookup(state, raw, body, params, served))
 
 
 async def tokenize_prompts(tokenizers: TokenizerPool, prompts: list[Prompt]) -> list[TokenizedPrompt]:

@@ -1,7 +1,6 @@
-"""The server's life: loading the model, ready, draining; and who may be served in each phase."""
+"""The server's life: loading the models, ready, draining; and who may be served in each phase."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -12,13 +11,18 @@ from fastapi import Request
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import EngineStats, LLMEngine
-from autoglm.errors import quote_value
 from autoglm.model_paths import DEFAULT_MODEL_NAME
+from autoglm.registry.base import Registry
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
 from autoglm.server.native_memory import bound_onednn_primitive_cache
 from autoglm.server.response_cache.cache import response_cache_from_config
+from autoglm.server.models.lifecycle import EngineLoader, ModelLifecycle
+from autoglm.server.models.pool import VersionPool
+from autoglm.server.models.routing import ModelRouter, ModelRoutes, model_name_of
+from autoglm.server.models.served_version import ServedVersion
+from autoglm.server.models.version_ids import version_id
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.usage import UsageLedger, default_usage_db
@@ -29,54 +33,89 @@ logger = logging.getLogger(__name__)
 
 
 def served_model_name(config: AutoGLMConfig) -> str:
-    """The name requests use for the model: as configured, else as given on the command line."""
+    """The name requests use for the model by default: the first served from the registry, else as configured,
+    else as given on the command line."""
+    if config.serve_models:
+        return model_name_of(config.serve_models[0])
     return config.served_model_name or config.model or DEFAULT_MODEL_NAME
 
 
 class ServerState:
-    """Shared by every route of one app; the engine is None until the model has loaded.
+    """Shared by every route of one app.
 
-    With keys (`keyring`), each tenant's usage is counted in the usage_db file.
+    Without a `registry` the server serves one model, `config.model`, under one name; with one it serves the
+    versions `config.serve_models` names, and `lifecycle` changes them while it runs. With keys (`keyring`),
+    each tenant's usage is counted in the usage_db file.
     """
 
-    def __init__(self, config: AutoGLMConfig, keyring: KeyRing | None = None) -> None:
+    def __init__(self, config: AutoGLMConfig, keyring: KeyRing | None = None, registry: Registry | None = None,
+                 load_version: EngineLoader | None = None) -> None:
         self.config = config
         self.keyring = keyring
         self.usage = UsageLedger(config.usage_db or str(default_usage_db())) if keyring is not None else None
         self.model_name = served_model_name(config)
         self.created = int(time.time())
-        self.engine: AsyncEngine | None = None
-        self._tokenizers: TokenizerPool | None = None
         self.load_error: str | None = None
+        self.started = False
         self.draining = False
-        self.metrics = ServerMetrics(self.model_name, self.engine_stats,
+        self.metrics = ServerMetrics(self.model_name, self.engine_stats_by_version,
                                      keyring.has_tenant if keyring is not None else lambda _: False)
         self.response_cache = response_cache_from_config(config, self.metrics)
+        self.pool = VersionPool(config, self.metrics, config.max_loaded_versions if registry is not None else 1)
+        self.router = ModelRouter(self.pool, self.model_name)
+        self.lifecycle = (ModelLifecycle(config, registry, self.pool, self.router, load_version)
+                          if registry is not None else None)
 
-    def engine_stats(self) -> EngineStats | None:
-        return self.engine.stats if self.engine is not None else None
+    @property
+    def default_version(self) -> ServedVersion | None:
+        """The default model's stable, once loaded."""
+        routes = self.router.routes.get(self.model_name)
+        return self.pool.get(version_id(routes.name, routes.stable)) if routes is not None else None
 
-    def ready_engine(self, requested_model: str | None = None) -> AsyncEngine:
-        """The engine, if it takes requests now and serves `requested_model`; else the APIError to answer."""
-        if self.draining:
-            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the server is shutting down and takes no new requests",
-                           code="server_draining")
-        if self.engine is None:
-            message = self.load_error or "the model is still loading; retry once /health answers 200"
-            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, message, code="model_loading")
-        if not self.engine.is_running:
-            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the engine loop has stopped; the server must be restarted",
-                           code="engine_not_running")
-        if requested_model is not None and requested_model != self.model_name:
-            raise APIError(HTTPStatus.NOT_FOUND, f"The model {quote_value(requested_model)} does not exist; this "
-                           f"server serves '{self.model_name}'.", param="model", code="model_not_found")
-        return self.engine
+    @property
+    def engine(self) -> AsyncEngine | None:
+        """The default model's stable engine; None until it has loaded."""
+        default = self.default_version
+        return default.engine if default is not None else None
 
     @property
     def tokenizers(self) -> TokenizerPool:
-        """The tokenizer workers: made with the engine, so any route that got past ready_engine has them."""
-        assert self._tokenizers is not None, "the tokenizer workers start with the engine; call ready_engine first"
-        return self._tokenizers
+        """The default model's tokenizer workers."""
+        default = self.default_version
+        assert default is not None, "the tokenizer workers start with the engine; check readiness first"
+        return default.tokenizers
+
+    def engine_stats(self) -> EngineStats | None:
+        """The default model's stable engine's latest statistics (the periodic stats line)."""
+        engine = self.engine
+        return engine.stats if engine is not None else None
+
+    def engine_stats_by_version(self) -> dict[str, EngineStats]:
+        return self.pool.stats()
+
+    def check_ready(self) -> None:
+        """Refuse with 503 unless requests are taken: not draining, loaded, every model's stable running."""
+        if self.draining:
+            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the server is shutting down and takes no new requests",
+                           code="server_draining")
+        if not self.started:
+            message = self.load_error or "the model is still loading; retry once /health answers 200"
+            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, message, code="model_loading")
+        if unready := self.router.unready_stables():
+            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, f"the engine loop of {', '.join(unready)} has stopped; "
+                           "the server must be restarted", code="engine_not_running")
+
+    def route(self, requested_model: str | None, routing_key: str = "") -> ServedVersion:
+        """The loaded version serving a request for `requested_model`; else the APIError to answer.
+        `routing_key` (the request's user, else its id) picks the canary's share."""
+        self.check_ready()
+        return self.router.route(requested_model, routing_key)
+
+    def serve(self, requested_model: str | None, tracker: RequestTracker, user: str | None) -> ServedVersion:
+        """Route a generation request; it stays on the version it gets until it ends, whatever swaps meanwhile."""
+        served = self.route(requested_model, user or tracker.request_id)
+        served.take(tracker)
+        return served
 
     def new_tracker(self, id_prefix: str, request: Request, prompt: object) -> RequestTracker:
         """The tracker of a request for `prompt` (its text or chat messages, logged only if log_prompts is on)."""
@@ -86,36 +125,32 @@ class ServerState:
                               prompt=prompt if self.config.log_prompts else None)
 
     async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
-        """Build the engine and the tokenizer workers off the event loop, so /health can answer 503
-        meanwhile, then start the engine."""
-        bound_onednn_primitive_cache()
+        """Load what the server serves off the event loop, so /health can answer 503 meanwhile: the versions
+        serve_models names, or else the one model `load_engine` builds."""
         try:
-            engine = await asyncio.to_thread(load_engine)
-            self._tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self.config.tokenizer_workers,
-                                                       engine.prompt_char_limit)
+            if self.lifecycle is not None:
+                await self.lifecycle.serve_at_start(self.config.serve_models)
+            else:
+                await self.pool.load(self.model_name, "", load_engine)
+                self.router.routes[self.model_name] = ModelRoutes(self.model_name, "")
         except Exception as error:
             logger.exception("loading the model failed")
-            self.load_error = f"loading the model failed: {type(error).__name__}: {error}"
+            detail = error.body.error.message if isinstance(error, APIError) else f"{type(error).__name__}: {error}"
+            self.load_error = f"loading the model failed: {detail}"
             raise
-        self.engine = AsyncEngine(engine, self.config.max_waiting_requests, self.config.request_timeout_s)
-        self.engine.start()
-        logger.info("model %s loaded; serving requests", self.model_name)
+        self.started = True
+        logger.info("%s loaded; serving requests", ", ".join(served.version_id for served in self.pool.held()))
 
     async def drain(self) -> None:
         """Refuse new requests, then give the open ones up to drain_timeout_s to finish."""
         self.draining = True
-        if self.engine is None:
-            return
         timeout_s = self.config.drain_timeout_s
-        logger.info("draining: waiting up to %gs for %d open requests", timeout_s, self.engine.num_open_requests)
-        if not await self.engine.wait_until_idle(timeout_s):
+        logger.info("draining: waiting up to %gs for %d open requests", timeout_s, self.pool.num_in_flight())
+        if not await self.pool.wait_until_idle(timeout_s):
             logger.warning("drain_timeout_s passed with %d requests still open; they end now",
-                           self.engine.num_open_requests)
+                           self.pool.num_in_flight())
 
     async def shutdown(self) -> None:
-        if self._tokenizers is not None:
-            self._tokenizers.shutdown()
-        if self.engine is not None:
-            await self.engine.shutdown()
+        await self.pool.shutdown()
         if self.response_cache is not None:
             await self.response_cache.close()

@@ -37,6 +37,21 @@ class TokenCounts:
     completion: int
 
 
+@dataclass(frozen=True)
+class RequestOutcome:
+    """How a request ended, for the model version that took it in (its metrics, automatic rollback)."""
+
+    status: int
+    time_to_first_token_s: float | None
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def failed(self) -> bool:
+        """The server failed it (5xx); a refused input or a client that left is no fault of the version."""
+        return self.status >= HTTPStatus.INTERNAL_SERVER_ERROR
+
+
 @dataclass
 class RequestTracker:
     """One HTTP request, which may hold several engine requests (a batch of prompts): its counts sum theirs.
@@ -59,6 +74,8 @@ class RequestTracker:
     first_token_time: float | None = None
     on_tokens: Callable[[int], None] | None = None  # told each step's new completion tokens (rate limits)
     cache: CacheOutcome | None = None  # what the response cache did for it; None with the cache off
+    model: str | None = None  # the served version id, once routed
+    on_end: Callable[[RequestOutcome], None] | None = None
     _counts: dict[str, TokenCounts] = field(default_factory=dict, init=False)  # by engine request id
     _last_token_time: float | None = field(default=None, init=False)
     _ended: bool = field(default=False, init=False)
@@ -116,9 +133,14 @@ class RequestTracker:
                 raise
             raise api_error from error
 
+    def served_by(self, version_id: str, on_end: Callable[[RequestOutcome], None]) -> None:
+        """The request was routed to the version `version_id`, which `on_end` tells how it ended."""
+        self.model = version_id
+        self.on_end = on_end
+
     def finish(self, status: int, error: str | None = None) -> None:
         """Write the request's log line (with the error message of a failed one) and, if it succeeded,
-        its end-to-end metrics. Idempotent."""
+        its end-to-end metrics; tell the version that served it. Idempotent."""
         if self._ended:
             return
         self._ended = True
@@ -136,7 +158,7 @@ class RequestTracker:
         line = {
             "request_id": self.request_id,
             "tenant": self.tenant,
-            "model": self.metrics.model_name,
+            "model": self.model or self.metrics.model_name,
             "status": status,
             "prompt_tokens": counts.prompt,
             "cached_tokens": counts.cached,
@@ -151,6 +173,10 @@ class RequestTracker:
         if self.prompt is not None:
             line["prompt"] = to_jsonable_python(self.prompt, exclude_none=True)
         request_logger.info(json.dumps(line))
+        if self.on_end is not None:
+            self.on_end(RequestOutcome(status, None if self.first_token_time is None
+                                       else self.first_token_time - self.arrival_time, counts.prompt,
+                                       counts.completion))
 
     def _count_for_tenant(self, tenant: str, finished_reason: str | None, counts: TokenCounts) -> None:
         self.metrics.count_tenant_request(tenant, finished_reason, counts.prompt, counts.cached, counts.completion)

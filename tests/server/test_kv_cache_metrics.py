@@ -12,7 +12,7 @@ def test_kv_cache_capacity_bytes_per_token_and_dtype_are_exported():
                         kv_cache_capacity_tokens=4096, kv_cache_bytes_per_token=544.0, prefix_cache_queries=0,
                         prefix_cache_hits=0, num_preemptions=0, prompt_tokens_total=0, generation_tokens_total=0)
     samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-               for family in text_string_to_metric_families(ServerMetrics("m", lambda: stats).render().decode())
+               for family in text_string_to_metric_families(ServerMetrics("m", lambda: {"m": stats}).render().decode())
                for sample in family.samples}
     model = (("model_name", "m"),)
     assert samples[("autoglm:kv_cache_capacity_tokens", model)] == 4096

@@ -44,7 +44,7 @@ def without_identity(chunk: dict[str, object]) -> dict[str, object]:
 
 
 def counter(server: RunningServer, name: str) -> float:
-    return server.metrics().get(f"autoglm:response_cache_{name}_total{{version=tiny}}", 0.0)
+    return server.metrics().get(f"autoglm:response_cache_{name}_total{{model=tiny,version=}}", 0.0)
 
 
 def test_a_greedy_request_twice_is_a_miss_then_a_hit_with_the_same_answer(cached_server):
