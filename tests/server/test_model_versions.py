@@ -9,7 +9,7 @@ import pytest
 
 from tests.server.live_server import wait_until
 from autoglm.registry import DirectoryRegistry
-from tests.server.model_versions import MODEL, complete, operate, register_copy, serve_registry, served_model
+from tests.server.model_versions import MODEL, PROMPT, complete, operate, register_copy, serve_registry, served_model
 from tests.server.tenants_files import TenantsFixture, bearer
 
 
@@ -134,3 +134,29 @@ def test_with_keys_the_model_admin_routes_need_an_admin_key_and_tenants_are_allo
         assert answer.status_code == 200 and answer.json()["model"] == f"{MODEL}@2"
     finally:
         running.stop()
+
+
+def _cached_completion(url: str) -> tuple[dict, str]:
+    """A greedy completion of MODEL, and what the response cache did for it."""
+    response = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": PROMPT, "max_tokens": 8,
+                                                         "temperature": 0}, timeout=60)
+    response.raise_for_status()
+    return response.json(), response.headers["x-autoglm-cache"]
+
+
+def test_a_response_cache_hit_is_always_the_answer_of_the_version_serving_now(registry_dir):
+    server = serve_registry(registry_dir, response_cache="memory")
+    try:
+        before, outcome = _cached_completion(server.url)
+        assert (before["model"], outcome) == (f"{MODEL}@1", "miss")
+        assert _cached_completion(server.url)[1] == "hit"
+        assert operate(server.url, "promote", version="2").status_code == 200
+        promoted, outcome = _cached_completion(server.url)  # version 1's answer must not be served for 2
+        assert (promoted["model"], outcome) == (f"{MODEL}@2", "miss")
+        assert promoted["choices"][0]["text"] != before["choices"][0]["text"]
+        assert operate(server.url, "rollback").status_code == 200
+        after, outcome = _cached_completion(server.url)
+        assert (after["model"], outcome) == (f"{MODEL}@1", "hit")
+        assert after["choices"][0]["text"] == before["choices"][0]["text"]
+    finally:
+        server.stop()
