@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from autoglm.models.layers import Embedding, GatedMLP, RMSNorm, SelfAttention
-from autoglm.models.linear import LMHead
+from autoglm.models.layers import GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear_method import LinearMethodBase, LinearMethods
 from autoglm.models.model_config import ModelConfig
+from autoglm.models.parallel_vocab import lm_head, vocab_embedding
+from autoglm.models.partition import ModelPartition, current_partition
 from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
 from autoglm.models.weight_loading import load_checkpoint_weights
 
@@ -42,11 +43,13 @@ class DecoderLayer(nn.Module):
     norm that follows it (``RMSNorm.add_and_norm``), so that it fuses with that norm.
     """
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase,
+                 partition: ModelPartition) -> None:
         super().__init__()
         eps = config.rms_norm_eps
-        self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm, linear_method)
-        self.mlp = GatedMLP(config, spec.mlp_bias, linear_method)
+        self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm, linear_method,
+                                       partition)
+        self.mlp = GatedMLP(config, spec.mlp_bias, linear_method, partition)
         self.input_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_self_attn_layernorm: nn.Module = (
@@ -68,12 +71,13 @@ class DecoderLayer(nn.Module):
 class DecoderModel(nn.Module):
     """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix."""
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase,
+                 partition: ModelPartition) -> None:
         super().__init__()
-        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens = vocab_embedding(partition.vocab, config.hidden_size)
         self.rotary_emb = RotaryEmbedding(config, interleaved=spec.interleaved_rotary)
         self.layers = nn.ModuleList(
-            DecoderLayer(config, spec, linear_method) for _ in range(config.num_hidden_layers)
+            DecoderLayer(config, spec, linear_method, partition) for _ in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -87,14 +91,18 @@ class DecoderModel(nn.Module):
 
 
 class DecoderForCausalLM(nn.Module):
-    """A decoder with its LM head, over a flattened batch: ``[T]`` ids in, ``[T, hidden]`` out."""
+    """A decoder with its LM head, over a flattened batch: ``[T]`` ids in, ``[T, hidden]`` out.
+
+    Built as this process's shard where it is one rank of a tensor-parallel group (see ``partition``).
+    """
 
     def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_methods: LinearMethods) -> None:
         super().__init__()
         self.config = config
-        self.model = DecoderModel(config, spec, linear_methods.layers)
+        partition = current_partition(config)
+        self.model = DecoderModel(config, spec, linear_methods.layers, partition)
         tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
-        self.lm_head = LMHead(config.hidden_size, config.vocab_size, linear_methods.lm_head, tied_weight)
+        self.lm_head = lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[T, hidden]`` for all sequences of a step concatenated, no padding."""

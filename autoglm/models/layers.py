@@ -6,10 +6,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from autoglm.models.fused_ops import fused_kernels
-from autoglm.models.linear import Linear, MergedLinear
 from autoglm.models.linear_method import LinearMethodBase
 from autoglm.models.model_config import ModelConfig
+from autoglm.models.parallel_linear import output_linear, stacked_linear
 from autoglm.models.parameters import checkpoint_parameter
+from autoglm.models.partition import ModelPartition
 from autoglm.models.rotary import RotaryAngles
 from autoglm.attention import Attention
 
@@ -60,17 +61,20 @@ class Embedding(nn.Module):
 
 
 class GatedMLP(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection."""
+    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection; under tensor parallelism
+    each rank computes a slice of the intermediate size."""
 
-    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase) -> None:
+    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase,
+                 partition: ModelPartition) -> None:
         super().__init__()
         if config.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ValueError(
                 f"unsupported hidden_act '{config.hidden_act}'; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
             )
-        size = config.intermediate_size
-        self.gate_up_proj = MergedLinear(config.hidden_size, {"gate_proj": size, "up_proj": size}, bias, linear_method)
-        self.down_proj = Linear(size, config.hidden_size, bias, linear_method)
+        inner = partition.intermediate
+        self.gate_up_proj = stacked_linear(config.hidden_size, {"gate_proj": inner, "up_proj": inner}, bias,
+                                           linear_method)
+        self.down_proj = output_linear(inner, config.hidden_size, bias, linear_method)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
@@ -78,20 +82,20 @@ class GatedMLP(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Fused q/k/v projection, optional per-head q/k norm, rotary, paged attention, output projection."""
+    """Fused q/k/v projection, optional per-head q/k norm, rotary, paged attention, output projection;
+    under tensor parallelism over this rank's heads only (and their KV cache)."""
 
     def __init__(self, config: ModelConfig, qkv_bias: bool, output_bias: bool, qk_norm: bool,
-                 linear_method: LinearMethodBase) -> None:
+                 linear_method: LinearMethodBase, partition: ModelPartition) -> None:
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        self.num_heads = partition.num_heads
+        self.num_kv_heads = partition.num_kv_heads
         self.head_dim = config.head_dim
-        q_size = self.num_heads * self.head_dim
-        kv_size = self.num_kv_heads * self.head_dim
-        self.qkv_proj = MergedLinear(
-            config.hidden_size, {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}, qkv_bias, linear_method
+        query, key_value = partition.query, partition.key_value
+        self.qkv_proj = stacked_linear(
+            config.hidden_size, {"q_proj": query, "k_proj": key_value, "v_proj": key_value}, qkv_bias, linear_method
         )
-        self.o_proj = Linear(q_size, config.hidden_size, output_bias, linear_method)
+        self.o_proj = output_linear(query, config.hidden_size, output_bias, linear_method)
         self.q_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
         self.k_norm: nn.Module = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim, scale=self.head_dim**-0.5)
