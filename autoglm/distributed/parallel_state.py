@@ -71,6 +71,15 @@ def all_reduce(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def all_reduce_max(x: torch.Tensor) -> torch.Tensor:
+    """The elementwise maximum of ``x`` across ranks, in place; returns ``x``."""
+    if _group is None or _group.world_size == 1:
+        return x
+    with _communication_timer():
+        dist.all_reduce(x, op=dist.ReduceOp.MAX, group=_group.group)
+    return x
+
+
 def all_gather_last_dim(x: torch.Tensor) -> torch.Tensor:
     """Every rank's ``x`` concatenated along the last dim, in rank order (each rank holds one slice)."""
     if _group is None or _group.world_size == 1:

@@ -10,16 +10,13 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 from autoglm.models import ModelConfig, load_model
-from autoglm.runner.kv_cache import bytes_per_block
 from tests.distributed.ranks import run_on_ranks
-from tests.models.logit_parity import prompt_ids
+from tests.distributed.sharded_runs import ModelRun, run_each, run_model
 from tests.tiny_models import make_tiny_checkpoint
 
 WORLD_SIZE = 2
-BLOCK_SIZE = 16
 
 # name -> (family, config overrides); 4 query heads over 2 KV heads unless stated.
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -32,33 +29,13 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def resident_bytes(model: nn.Module) -> int:
-    """Bytes of every distinct parameter and buffer the model keeps."""
-    tensors = {t.data_ptr(): t for t in [*model.parameters(), *model.buffers()] if t.numel()}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
-
-
-def forward(model_dir: str) -> dict[str, Any]:
-    """Logits of a fixed prompt, resident weight bytes and KV bytes per block of this process's model."""
-    model, config = load_model(model_dir, torch.float32, torch.device("cpu"))
-    input_ids = prompt_ids(config.vocab_size)
-    with torch.inference_mode():
-        logits = model.compute_logits(model(input_ids, torch.arange(len(input_ids))))
-    return {"logits": logits, "weight_bytes": resident_bytes(model),
-            "kv_bytes_per_block": bytes_per_block(model, BLOCK_SIZE, torch.float32)}
-
-
-def forward_each(model_dirs: list[str]) -> list[dict[str, Any]]:
-    return [forward(model_dir) for model_dir in model_dirs]
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any], list[dict[str, Any]]]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, ModelRun, list[ModelRun]]]:
     """Per case: the checkpoint, the unsharded run, and each rank's run."""
     root = tmp_path_factory.mktemp("sharded")
     dirs = {name: make_tiny_checkpoint(family, root / name, **overrides) for name, (family, overrides) in CASES.items()}
-    per_rank = run_on_ranks(forward_each, root, [str(path) for path in dirs.values()], world_size=WORLD_SIZE)
-    return {name: (path, forward(str(path)), [rank_runs[i] for rank_runs in per_rank])
+    per_rank = run_on_ranks(run_each, root, [(str(path), None) for path in dirs.values()], world_size=WORLD_SIZE)
+    return {name: (path, run_model(path), [rank_runs[i] for rank_runs in per_rank])
             for i, (name, path) in enumerate(dirs.items())}
 
 
@@ -66,7 +43,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict
 def test_every_rank_computes_the_unsharded_logits(runs, case: str) -> None:
     _, whole, ranks = runs[case]
     for rank in ranks:
-        torch.testing.assert_close(rank["logits"], whole["logits"], atol=1e-5, rtol=0)
+        torch.testing.assert_close(rank.logits, whole.logits, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -81,7 +58,7 @@ def test_each_rank_holds_about_half_the_weights(runs, case: str) -> None:
         replicated += config.num_hidden_layers * kv_rows * (config.hidden_size + 1) * 4
     padding = config.hidden_size * 4  # at most one row of a vocabulary that does not divide
     for rank in ranks:
-        assert whole["weight_bytes"] / 2 < rank["weight_bytes"] <= whole["weight_bytes"] / 2 + replicated + padding
+        assert whole.weight_bytes / 2 < rank.weight_bytes <= whole.weight_bytes / 2 + replicated + padding
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -90,4 +67,4 @@ def test_each_rank_caches_only_its_kv_heads(runs, case: str) -> None:
     num_kv_heads = ModelConfig.from_pretrained(path).num_key_value_heads
     local_kv_heads = max(1, num_kv_heads // WORLD_SIZE)
     for rank in ranks:
-        assert rank["kv_bytes_per_block"] * num_kv_heads == whole["kv_bytes_per_block"] * local_kv_heads
+        assert rank.kv_bytes_per_block * num_kv_heads == whole.kv_bytes_per_block * local_kv_heads

@@ -18,6 +18,7 @@ from torch import nn
 from autoglm.models.linear_method.int_weight_method import IntWeightLinearMethod
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.parameters import WeightShapeError, checkpoint_parameter, stacked_rows_parameter
+from autoglm.models.shard import DESCRIBES_SHAPE
 
 _INT32_BITS = 32
 
@@ -51,8 +52,9 @@ class CompressedTensorsLinearMethod(IntWeightLinearMethod):
             words = -(-input_size * self.weight_format.bits // _INT32_BITS)
             layer.register_parameter("weight_packed", stacked_rows_parameter(output_sizes, words, dtype=torch.int32))
             shapes = tuple((rows, input_size) for rows in output_sizes)
-            layer.register_parameter("weight_shape", checkpoint_parameter(2, dtype=torch.int64,
-                                                                          weight_loader=WeightShapeLoader(shapes)))
+            weight_shape = checkpoint_parameter(2, dtype=torch.int64, weight_loader=WeightShapeLoader(shapes))
+            setattr(weight_shape, DESCRIBES_SHAPE, True)  # a shard's shape, not its values, under tensor parallelism
+            layer.register_parameter("weight_shape", weight_shape)
         else:
             layer.register_parameter("weight", stacked_rows_parameter(output_sizes, input_size, dtype=torch.int8))
         layer.register_parameter("weight_scale", stacked_rows_parameter(output_sizes, groups, dtype=params_dtype))

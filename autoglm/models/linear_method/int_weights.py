@@ -64,12 +64,21 @@ def dividing_group_sizes(input_size: int) -> list[int]:
     return sizes or [size for size in range(1, input_size + 1) if input_size % size == 0]
 
 
-def quantize(weight: torch.Tensor, weight_format: IntWeightFormat, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def group_absmax(weight: torch.Tensor, group_size: int) -> torch.Tensor:
+    """The largest magnitude of each group of ``weight [out, in]``: ``[out, in / group_size]``, float32."""
+    out_features, in_features = weight.shape
+    return weight.detach().reshape(out_features, in_features // group_size, group_size).abs().amax(dim=-1).float()
+
+
+def quantize(weight: torch.Tensor, weight_format: IntWeightFormat, group_size: int,
+             absmax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(q, scale)`` of ``weight [out, in]``, ``scale`` in the weight's dtype and ``q`` rounded against that
-    stored scale, so that ``q * scale`` is the weight the matmul uses."""
+    stored scale, so that ``q * scale`` is the weight the matmul uses. ``absmax`` replaces the groups' own
+    :func:`group_absmax` where a group is wider than this tensor (a row split over tensor-parallel ranks)."""
     out_features, in_features = weight.shape
     groups = weight.detach().reshape(out_features, in_features // group_size, group_size)
-    scale = (groups.abs().amax(dim=-1).float() / weight_format.half_range).to(weight.dtype)
+    absmax = group_absmax(weight, group_size) if absmax is None else absmax
+    scale = (absmax / weight_format.half_range).to(weight.dtype)
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero group stays zero
     q = torch.round(groups.float() / scale.float().unsqueeze(-1)).clamp(*weight_format.levels)
     return q.to(torch.int8).reshape(out_features, in_features), scale

@@ -2,6 +2,8 @@
 
 The float weight loads as an unquantized one would, then :meth:`process_weights_after_loading`
 quantizes it and drops it, one layer at a time: the float model exists whole once, while loading.
+Under tensor parallelism a row-parallel layer holds a slice of each row's columns: its one scale per row
+is taken from the whole row's largest magnitude across ranks, so every rank quantizes as one process would.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import torch
 from torch import nn
 
 from autoglm.models.linear_method.int_weight_method import IntWeightLinearMethod
-from autoglm.models.linear_method.int_weights import quantize
+from autoglm.distributed.parallel_state import all_reduce_max
+from autoglm.models.linear_method.int_weights import group_absmax, quantize
 from autoglm.models.parameters import stacked_rows_parameter
 
 
@@ -25,4 +28,7 @@ class QuantizeAtLoadLinearMethod(IntWeightLinearMethod):
     def process_weights_after_loading(self, layer: nn.Module) -> None:
         weight = layer.weight
         group_size = self.weight_format.group_size_for(weight.shape[1])
-        self.install(layer, *quantize(weight, self.weight_format, group_size))
+        absmax = None
+        if self.weight_format.group_size is None and getattr(layer, "input_shards", 1) > 1:
+            absmax = all_reduce_max(group_absmax(weight, group_size))
+        self.install(layer, *quantize(weight, self.weight_format, group_size, absmax))
