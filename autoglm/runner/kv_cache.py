@@ -24,7 +24,8 @@ def attention_layers(model: nn.Module) -> list[Attention]:
 
 
 def bytes_per_block(model: nn.Module, block_size: int, dtype: torch.dtype, kv_format: KVCacheFormat = AUTO) -> int:
-    """K and V of ``block_size`` tokens across every layer, as ``kv_format`` stores them (scales included)."""
+    """K and V of ``block_size`` tokens across every layer, as ``kv_format`` stores them (scales included);
+    under tensor parallelism of this rank's KV heads, which its attention layers hold."""
     return sum(2 * block_size * layer.num_kv_heads * kv_format.bytes_per_token_head(layer.head_dim, dtype)
                for layer in attention_layers(model))
 
