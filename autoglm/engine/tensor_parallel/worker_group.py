@@ -156,10 +156,10 @@ class WorkerGroup:
 
     def _dead_worker(self, wait_s: float = 0.0) -> str | None:
         """Which worker has exited and how, after waiting up to ``wait_s`` for one to; None if all run."""
-        if wait_s:
-            wait([process.sentinel for process in self._processes], wait_s)
+        exiting = wait([process.sentinel for process in self._processes], wait_s)
         for rank, process in enumerate(self._processes, start=1):
-            if process.exitcode is not None:
+            if process.sentinel in exiting:
+                process.join(EXIT_NOTICE_S)  # its status, once the system has it
                 return f"tensor-parallel worker rank {rank} (pid {process.pid}) exited with status {process.exitcode}"
         return None
 
