@@ -46,6 +46,7 @@ class WorkerGroup:
         self._listeners: list[BrokenListener] = []
         self._lock = threading.Lock()
         self._closing = False
+        self._ready = False  # every worker has its runner and waits for plans
         self._wake_watcher, self._watcher_woken = multiprocessing.Pipe()
         self._watcher = threading.Thread(target=self._watch, name="autoglm-tp-watch", daemon=True)
 
@@ -99,13 +100,22 @@ class WorkerGroup:
         return [process.pid for process in self._processes if process.pid is not None]
 
     def add_broken_listener(self, listener: BrokenListener) -> None:
-        """Call ``listener`` once if the group breaks (from the thread that notices: keep it short)."""
-        self._listeners.append(listener)
+        """Call ``listener`` once when the group breaks, or now if it has (from the thread that notices: keep it
+        short)."""
+        with self._lock:
+            self._listeners.append(listener)
+            broken = self._broken
+        if broken is not None:
+            listener(EngineBrokenError(broken))
 
     def share(self, value: int) -> None:
-        """Hand the workers a value they wait for while starting: the number of KV blocks."""
+        """Hand the workers the last value they wait for while starting: the number of KV blocks."""
         assert self._channel is not None
-        self._channel.share(value)
+        try:
+            self._channel.share(value)
+        except RuntimeError as error:  # a worker failed to start
+            raise self.broken_by(error) from error
+        self._ready = True
 
     def send(self, plan: StepPlan) -> None:
         if self._broken is not None:
@@ -127,7 +137,7 @@ class WorkerGroup:
                 return
             self._closing = True
         self._wake_watcher.send(None)
-        if self._broken is None and self._channel is not None and self._dead_worker() is None:
+        if self._ready and self._broken is None and self._dead_worker() is None:
             try:
                 self._channel.send_stop()
             except RuntimeError as error:  # a worker died this moment; it is killed below anyway
@@ -168,6 +178,7 @@ class WorkerGroup:
             if self._broken is not None:
                 return
             self._broken = f"{reason}; the engine cannot step again and must be restarted"
+            listeners = list(self._listeners)
         logger.error("%s", self._broken)
-        for listener in self._listeners:
+        for listener in listeners:
             listener(EngineBrokenError(self._broken))

@@ -10,10 +10,11 @@ import signal
 
 import psutil
 import pytest
+import torch
 
 from autoglm import LLM, SamplingParams
 from autoglm.config import ConfigError
-from autoglm.engine import setup
+from autoglm.engine import setup, torch_threads
 from autoglm.engine.errors import EngineBrokenError
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -32,7 +33,12 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture
 def sharding_allowed(monkeypatch):
+    """Tensor parallelism allowed; torch's thread count, which rank 0 sets to its share of the cores, restored."""
     monkeypatch.setattr(setup, "MODELS_SHARD", True)
+    monkeypatch.setattr(torch_threads, "_set_by_an_engine", False)
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def completions(llm: LLM) -> list[tuple[list[int], object, object]]:
