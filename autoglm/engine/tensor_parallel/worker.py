@@ -14,7 +14,8 @@ from multiprocessing.connection import Connection
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.rank_model import load_rank_model
-from autoglm.engine.tensor_parallel.process_group import GroupSettings, join_group, leave_group, rank_device, rank_threads
+from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_group, leave_group, rank_device,
+                                                          rank_threads)
 from autoglm.engine.torch_threads import claim_num_threads
 
 logger = logging.getLogger(__name__)
