@@ -232,7 +232,24 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_SCHEDULING,
     )
     num_threads: int | None = Field(
-        None, ge=1, description="CPU threads for torch; None keeps torch's choice.", json_schema_extra=_DEVICE
+        None, ge=1,
+        description="CPU threads for torch, per process (each tensor-parallel rank is one); None keeps torch's "
+                    "choice, shared out among the ranks under tensor parallelism.",
+        json_schema_extra=_DEVICE,
+    )
+    tensor_parallel_size: int = Field(
+        1, ge=1,
+        description=(
+            "Processes the model is split across, one rank each (this one and N-1 workers it starts), joined by "
+            "torch.distributed; on an accelerator, one device per rank. Must divide the model's attention heads."
+        ),
+        json_schema_extra=_DEVICE,
+    )
+    distributed_backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto",
+        description="How tensor-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo otherwise), "
+                    "'gloo' (CPU, or CUDA through host copies) or 'nccl' (CUDA only).",
+        json_schema_extra=_DEVICE,
     )
     seed: int = Field(
         0, description="Seed of the engine's own generator, for requests that do not give their own.",

@@ -27,7 +27,8 @@ def _as_prompt_list(prompts: Prompt | SequenceABC[Prompt]) -> list[Prompt]:
 class LLM:
     """Runs batches of prompts to completion through one :class:`LLMEngine`.
 
-    Every :class:`AutoGLMConfig` field is accepted as a keyword.
+    Every :class:`AutoGLMConfig` field is accepted as a keyword. With ``tensor_parallel_size`` above 1
+    it starts worker processes: use it as a context manager, or call :meth:`close`, to stop them early.
     """
 
     def __init__(self, model: str | None = None, **settings) -> None:
@@ -46,6 +47,16 @@ class LLM:
 
     def get_tokenizer(self):
         return self.engine.tokenizer
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers now rather than when this LLM is collected or the process exits."""
+        self.engine.close()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def generate(
         self,

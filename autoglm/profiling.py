@@ -2,7 +2,9 @@
 
 Profiling is off by default: the engine holds :data:`NO_PROFILER`, whose phases are empty
 context managers, so the hot path pays one attribute lookup per phase. ``bench --profile``
-swaps in a :class:`StepProfiler`, which also hooks the model's attention and linear modules.
+swaps in a :class:`StepProfiler`, which also hooks the model's attention and linear modules;
+under tensor parallelism the ranks' collectives are timed as the forward's communication part,
+carved out of the layer they run in.
 On accelerators every boundary synchronises the device, so each phase owns the kernels it
 launched (and the run is slower than an unprofiled one).
 """
@@ -21,8 +23,8 @@ from autoglm.platforms import synchronize
 
 SCHEDULE, PREPARE, FORWARD, SAMPLE, OUTPUTS = "schedule", "prepare inputs", "forward", "sample", "detokenize & outputs"
 STEP_PHASES = (SCHEDULE, PREPARE, FORWARD, SAMPLE, OUTPUTS)
-ATTENTION, LINEAR, OTHER = "attention", "linear", "other"
-FORWARD_PARTS = (ATTENTION, LINEAR, OTHER)
+ATTENTION, LINEAR, COMMUNICATION, OTHER = "attention", "linear", "communication", "other"
+FORWARD_PARTS = (ATTENTION, LINEAR, COMMUNICATION, OTHER)
 STEP = "step"
 
 
@@ -83,7 +85,7 @@ class StepProfiler:
         self._device = device
         self.num_steps = 0
         self.totals_s: dict[str, float] = defaultdict(float)  # STEP, each phase, each forward part
-        self._part_started: dict[int, float] = {}
+        self._part_started: dict[object, tuple[float, float]] = {}  # by module or part: start, communication then
         self.linear_paths: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     @contextlib.contextmanager
@@ -107,8 +109,14 @@ class StepProfiler:
     def phase(self, name: str) -> contextlib.AbstractContextManager[None]:
         return self._timed(name)
 
-    def forward_part(self, name: str) -> contextlib.AbstractContextManager[None]:
-        return self._timed(name)
+    @contextlib.contextmanager
+    def forward_part(self, name: str) -> Iterator[None]:
+        """Time a part of the forward pass, less the communication that ran inside it."""
+        self._start_part(name)
+        try:
+            yield
+        finally:
+            self._end_part(name, name)
 
     def attach(self, model: nn.Module, kinds: dict[type, str]) -> None:
         """Time every module of a listed type as that forward part (``{Attention: ATTENTION, ...}``),
@@ -116,8 +124,8 @@ class StepProfiler:
         for module in model.modules():
             part = next((name for kind, name in kinds.items() if isinstance(module, kind)), None)
             if part is not None:
-                module.register_forward_pre_hook(self._start_part)
-                module.register_forward_hook(self._end_part(part))
+                module.register_forward_pre_hook(lambda module, args: self._start_part(module))
+                module.register_forward_hook(lambda module, args, output, part=part: self._end_part(module, part))
 
     def count_linear_paths(self, model: nn.Module) -> None:
         """Count, per projection (``qkv_proj``, ``down_proj``, ``lm_head``, ...), which path its linear method
@@ -132,20 +140,19 @@ class StepProfiler:
 
         return hook
 
-    def _start_part(self, module: nn.Module, args: object) -> None:
+    def _start_part(self, key: object) -> None:
         synchronize(self._device)
-        self._part_started[id(module)] = time.perf_counter()
+        self._part_started[key] = (time.perf_counter(), self.totals_s[COMMUNICATION])
 
-    def _end_part(self, part: str):
-        def hook(module: nn.Module, args: object, output: object) -> None:
-            synchronize(self._device)
-            self.totals_s[part] += time.perf_counter() - self._part_started.pop(id(module))
-
-        return hook
+    def _end_part(self, key: object, part: str) -> None:
+        synchronize(self._device)
+        started, communicated_before = self._part_started.pop(key)
+        communicated = self.totals_s[COMMUNICATION] - communicated_before
+        self.totals_s[part] += time.perf_counter() - started - communicated
 
     def result(self) -> StepProfile:
         phases = {name: self.totals_s.get(name, 0.0) for name in STEP_PHASES}
-        parts = {name: self.totals_s.get(name, 0.0) for name in (ATTENTION, LINEAR)}
+        parts = {name: self.totals_s.get(name, 0.0) for name in (ATTENTION, LINEAR, COMMUNICATION)}
         parts[OTHER] = max(0.0, phases[FORWARD] - sum(parts.values()))
         paths = {projection: dict(calls) for projection, calls in self.linear_paths.items()}
         return StepProfile(self.num_steps, self.totals_s.get(STEP, 0.0), phases, parts, paths)

@@ -1,13 +1,16 @@
-"""The step profiler's count of which path each projection took."""
+"""The step profiler's count of which path each projection took, and its split of the forward pass."""
 from __future__ import annotations
 
+import time
+
+import pytest
 import torch
 from torch import nn
 
 from autoglm.bench.profile_report import linear_paths_table
 from autoglm.models.linear import Linear
 from autoglm.models.linear_method import UnquantizedLinearMethod
-from autoglm.profiling import StepProfiler
+from autoglm.profiling import COMMUNICATION, FORWARD, LINEAR, StepProfiler
 
 
 class RowsPathMethod(UnquantizedLinearMethod):
@@ -33,3 +36,13 @@ def test_each_projection_counts_the_paths_its_calls_took():
     assert "qkv_proj" in table and "kernel" in table
     profiler.reset()
     assert profiler.result().linear_paths == {}
+
+
+def test_communication_inside_a_layer_counts_as_communication_only():
+    profiler = StepProfiler(torch.device("cpu"))
+    with profiler.phase(FORWARD), profiler.forward_part(LINEAR):
+        with profiler.forward_part(COMMUNICATION):
+            time.sleep(0.01)
+    parts = profiler.result().forward_parts_s
+    assert parts[COMMUNICATION] >= 0.01 > parts[LINEAR]
+    assert sum(parts.values()) == pytest.approx(profiler.result().phases_s[FORWARD])

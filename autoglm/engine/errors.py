@@ -6,3 +6,8 @@ from autoglm.errors import InvalidRequestError
 
 class ContextLengthExceededError(InvalidRequestError):
     """The prompt, or the prompt plus max_tokens, does not fit in the model's context."""
+
+
+class EngineBrokenError(RuntimeError):
+    """The engine cannot step again: a tensor-parallel worker process died, or a step failed part-way
+    across the ranks, which leaves them out of step. Only a new engine serves again."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import random
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -15,7 +17,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
-from autoglm.engine.errors import ContextLengthExceededError
+from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.fair_share import FairSharePolicy
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
@@ -50,6 +52,7 @@ class EngineStats:
     num_preemptions: int
     prompt_tokens_total: int
     generation_tokens_total: int
+    tensor_parallel_size: int = 1  # processes the model is split across
 
 
 class LLMEngine:
@@ -68,6 +71,9 @@ class LLMEngine:
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
         self.linear_methods = parts.linear_methods
+        self._workers = parts.workers
+        # Workers stop with the engine however it goes: closed, collected, or at the interpreter's exit.
+        self._stop_workers = weakref.finalize(self, parts.workers.close) if parts.workers is not None else None
         self.kv_bytes_per_token = parts.kv_bytes_per_token
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
@@ -97,6 +103,17 @@ class LLMEngine:
     @classmethod
     def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":
         return cls(config)
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers, if any; the engine cannot step after this."""
+        if self._stop_workers is not None:
+            self._stop_workers()
+
+    def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None:
+        """Call ``listener`` (from another thread) the moment the engine breaks for good, even between steps:
+        a tensor-parallel worker died. A single-process engine never does."""
+        if self._workers is not None:
+            self._workers.add_broken_listener(listener)
 
     # ---- requests -------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
@@ -230,6 +247,7 @@ class LLMEngine:
             num_preemptions=self.scheduler.num_preemptions,
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.generation_tokens_total,
+            tensor_parallel_size=self.config.tensor_parallel_size,
         )
 
     def enable_profiling(self) -> StepProfiler:

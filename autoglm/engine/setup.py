@@ -11,17 +11,25 @@ import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.model_paths import resolve_model_path
-from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
+from autoglm.attention.kv_cache_format import KVCacheFormat
 from autoglm.config import AutoGLMConfig
-from autoglm.models import ModelConfig, load_model, resolve_dtype
-from autoglm.models.linear_method import LinearMethods, WeightQuantization, linear_methods_for, with_int_weights
-from autoglm.platforms import compute_dtype, device_memory, resolve_device
+from autoglm.models import ModelConfig
+from autoglm.models.linear_method import LinearMethods
+from autoglm.platforms import device_memory, resolve_device
+from autoglm.engine.rank_model import load_rank_model
+from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
+from autoglm.engine.tensor_parallel.process_group import group_settings, rank_device, rank_threads
+from autoglm.engine.tensor_parallel.shape_check import check_splits
+from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.engine.torch_threads import claim_num_threads
-from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
+
+# The models' layers do not shard yet, so every rank would hold the whole model: tensor parallelism is
+# refused until they do (the runtime's own tests lift this).
+MODELS_SHARD = False
 
 
 @dataclass
@@ -34,9 +42,10 @@ class EngineParts:
     max_context_len: int
     eos_token_ids: set[int]
     num_blocks: int
-    runner: ModelRunner
-    kv_bytes_per_token: float = 0.0  # of the whole model, scales included; 0 where a test fakes the runner
+    runner: ModelRunner | TensorParallelRunner
+    kv_bytes_per_token: float = 0.0  # of this rank's heads, scales included; 0 where a test fakes the runner
     linear_methods: LinearMethods = field(default_factory=LinearMethods)
+    workers: WorkerGroup | None = None  # ranks 1..N-1 under tensor parallelism
 
 
 def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer) -> set[int]:
@@ -68,47 +77,48 @@ def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.
 def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     """Each stage logs at INFO, so a command line shows what a slow start is doing."""
     started = time.perf_counter()
-    claim_num_threads(config.num_threads)
     if not config.enable_chunked_prefill and config.max_num_batched_tokens < config.max_context_len:
         raise ValueError(
             f"with enable_chunked_prefill off, max_num_batched_tokens ({config.max_num_batched_tokens}) must be "
             f"at least max_context_len ({config.max_context_len}) so that any prompt fits in one step"
         )
     device = resolve_device(config.device)
-    kv_format = kv_cache_format(config.kv_cache_dtype)
-    check_kv_cache_format(kv_format, device)  # before minutes of loading
-    model_path = resolve_model_path(config.model)
-    model_config = ModelConfig.from_pretrained(model_path)
-    requested_dtype = resolve_dtype(config.dtype, model_config)
-    dtype = compute_dtype(requested_dtype, device, config.cpu_upcast_half)
-    if dtype != requested_dtype:
-        logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
-                       "keeps half precision, emulated and slower)", requested_dtype)
-    # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
-    kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
-    quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
-                                                    config.quantize_lm_head)
-    max_rows = None if config.cpu_kernel_max_rows == "auto" else config.cpu_kernel_max_rows
-    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, max_rows,
-                                        kernels_coming)
-    linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
-    logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
-                model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),
-                linear_methods.lm_head.describe())
-    model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
-    logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
-    tokenizer_path = str(config.tokenizer or model_path)
-    logger.info("loading the tokenizer from %s", tokenizer_path)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    max_context_len = config.max_context_len
-    if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:
-        max_context_len = model_config.max_position_embeddings
-        logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
-    eos_token_ids = collect_eos_token_ids(model_path, model_config, tokenizer)
-    num_blocks = _num_blocks(config, model, dtype, device, max_context_len, kv_format)
-    runner = ModelRunner(model, device, dtype, config.block_size, num_blocks, model_config.vocab_size,
-                         kv_format=kv_format)
+    workers = _start_workers(config, device) if config.tensor_parallel_size > 1 else None
+    if workers is not None:
+        device = rank_device(workers.settings, 0)
+    claim_num_threads(rank_threads(config.num_threads, workers.settings) if workers else config.num_threads)
+    try:
+        rank = load_rank_model(config, device)
+        tokenizer_path = str(config.tokenizer or rank.model_path)
+        logger.info("loading the tokenizer from %s", tokenizer_path)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        max_context_len = config.max_context_len
+        model_config = rank.model_config
+        if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:
+            max_context_len = model_config.max_position_embeddings
+            logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
+        eos_token_ids = collect_eos_token_ids(rank.model_path, model_config, tokenizer)
+        num_blocks = _num_blocks(config, rank.model, rank.dtype, rank.device, max_context_len, rank.kv_format)
+        runner = rank.runner(config.block_size, num_blocks)
+        if workers is not None:
+            workers.share(num_blocks)  # the block tables are the same on every rank
+    except BaseException:
+        if workers is not None:
+            workers.close()
+        raise
     logger.info("KV cache holds %d tokens (kv_cache_dtype %s); engine ready in %.1f s", num_blocks * config.block_size,
-                kv_format.name, time.perf_counter() - started)
-    return EngineParts(model_path, model_config, tokenizer, device, dtype, max_context_len, eos_token_ids,
-                       num_blocks, runner, runner.kv_pool.bytes_per_token, linear_methods)
+                rank.kv_format.name, time.perf_counter() - started)
+    return EngineParts(rank.model_path, model_config, tokenizer, rank.device, rank.dtype, max_context_len,
+                       eos_token_ids, num_blocks, runner if workers is None else TensorParallelRunner(runner, workers),
+                       runner.kv_pool.bytes_per_token, rank.linear_methods, workers)
+
+
+def _start_workers(config: AutoGLMConfig, device: torch.device) -> WorkerGroup:
+    """Check that the model splits across the ranks (before anything starts), then start the workers."""
+    if not MODELS_SHARD:
+        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size} is not available yet: the models do "
+                         "not shard their layers, so every rank would hold the whole model; use 1")
+    check_splits(ModelConfig.from_pretrained(resolve_model_path(config.model)), config.tensor_parallel_size)
+    settings = group_settings(config.distributed_backend, device, config.tensor_parallel_size)
+    logger.info("starting %d tensor-parallel workers (%s)", config.tensor_parallel_size - 1, settings.backend)
+    return WorkerGroup.start(config, settings)

@@ -124,6 +124,7 @@ async def chat_completions(body: ChatCompletionRequest, raw: Request, state: Ser
 
 def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None = None,
               on_load_failure: Callable[[], None] | None = None,
+              on_engine_broken: Callable[[], None] | None = None,
               limit_windows: LimitWindows = LimitWindows(), registry: Registry | None = None,
               load_version: EngineLoader | None = None) -> FastAPI:
     """An app that starts loading the model when it starts, answering 503 until the model is ready.
@@ -131,7 +132,8 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     With serve_models set it serves those versions of `registry` (default: the one the settings name), each
     engine built by `load_version` (default: an LLMEngine of its checkpoint); else the one model
     `load_engine` builds (default: an LLMEngine from `config`). `on_load_failure` is called if loading
-    raises (the server cannot serve anything after that). `limit_windows` shortens the tenants'
+    raises (the server cannot serve anything after that), `on_engine_broken` (from any thread) if a loaded
+    engine breaks for good (a tensor-parallel worker died). `limit_windows` shortens the tenants'
     rate-limit windows, for tests.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
@@ -143,6 +145,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
     if config.serve_models and registry is None:
         registry = registry_from_config(config)
     state = ServerState(config, keyring, registry if config.serve_models else None, load_version)
+    state.pool.on_engine_broken = on_engine_broken
     load = load_engine or partial(LLMEngine, config)
 
     def loaded(task: asyncio.Task[None]) -> None:

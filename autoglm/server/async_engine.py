@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from autoglm.engine.errors import EngineBrokenError
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
@@ -76,6 +77,8 @@ class AsyncEngine:
         self._wakeup = threading.Condition()
         self._stopping = False
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
+        self._broken: EngineBrokenError | None = None  # set under the _wakeup lock; the thread then leaves
+        engine.notify_when_broken(self._engine_broken)
         # Engine request id -> its HTTP request's stream and its prompt's index; engine thread only.
         self._streams: dict[str, tuple[RequestStream, int]] = {}
         self._open_requests: set[str] = set()  # event loop only
@@ -91,12 +94,13 @@ class AsyncEngine:
         self._thread.start()
 
     async def shutdown(self) -> None:
-        """Stop the thread after its current step; requests still open end with EngineDeadError."""
+        """Stop the thread after its current step, then the engine; requests still open end with EngineDeadError."""
         with self._wakeup:
             self._stopping = True
             self._wakeup.notify()
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)
+        await asyncio.to_thread(self.engine.close)
 
     @property
     def is_running(self) -> bool:
@@ -194,6 +198,8 @@ class AsyncEngine:
         with self._wakeup:
             while self._has_no_work():
                 self._wakeup.wait()
+            if self._broken is not None:
+                raise self._broken
             if self._stopping:
                 return None
             commands = list(self._commands)
@@ -201,7 +207,13 @@ class AsyncEngine:
             return commands
 
     def _has_no_work(self) -> bool:
-        return not (self._stopping or self._commands or self.engine.has_unfinished_requests())
+        return not (self._stopping or self._broken or self._commands or self.engine.has_unfinished_requests())
+
+    def _engine_broken(self, error: EngineBrokenError) -> None:
+        """From the thread that noticed: wake the engine thread, which leaves (the server turns unhealthy)."""
+        with self._wakeup:
+            self._broken = error
+            self._wakeup.notify()
 
     def _apply(self, command: _AddRequests | _AbortRequests) -> None:
         if isinstance(command, _AbortRequests):
@@ -241,6 +253,8 @@ class AsyncEngine:
     def _step(self) -> None:
         try:
             outputs = self.engine.step()
+        except EngineBrokenError:
+            raise  # no later step can succeed: the loop ends
         except Exception as error:
             # A half-applied step leaves its requests in an unknown state: end them all, keep serving.
             logger.exception("engine step failed; ending the requests in flight: %s", ", ".join(self._streams))

@@ -54,6 +54,8 @@ class _EngineStatsCollector(Collector):
             ("autoglm:kv_cache_bytes_per_token",
              "KV cache bytes one token takes across every layer, as kv_cache_dtype stores it (scales included).",
              stats.kv_cache_bytes_per_token),
+            ("autoglm:tensor_parallel_size", "Processes the model is split across (1: no tensor parallelism).",
+             stats.tensor_parallel_size),
         )
         counters = (
             ("autoglm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from functools import partial
 
 from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
 
 # Status when the model fails to load.
 EXIT_LOAD_FAILED = 1
+# Status when an engine breaks for good (a tensor-parallel worker died): an orchestrator restarts the server.
+EXIT_ENGINE_BROKEN = 4
 
 
 def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -36,11 +39,12 @@ def run_server(args: argparse.Namespace) -> int:
     _configure_logging()
     server: DrainingServer | None = None
 
-    def load_failed() -> None:
+    def stop(exit_code: int) -> None:
         assert server is not None
-        server.stop(EXIT_LOAD_FAILED)
+        server.stop(exit_code)
 
-    app = build_app(config, on_load_failure=load_failed)
+    app = build_app(config, on_load_failure=partial(stop, EXIT_LOAD_FAILED),
+                    on_engine_broken=partial(stop, EXIT_ENGINE_BROKEN))
     server = DrainingServer(uvicorn_config(app, config), app.state.server)
     server.run()
     return server.exit_code

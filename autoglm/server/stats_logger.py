@@ -12,7 +12,8 @@ logger = logging.getLogger("autoglm.stats")
 
 
 def stats_line(previous: EngineStats, current: EngineStats, elapsed_s: float) -> str:
-    """Throughput over the interval, load now, and the interval's prefix-cache hit rate."""
+    """Throughput over the interval, load now, the interval's prefix-cache hit rate, and the tensor-parallel
+    degree where there is one."""
     prompt_rate = (current.prompt_tokens_total - previous.prompt_tokens_total) / elapsed_s
     generation_rate = (current.generation_tokens_total - previous.generation_tokens_total) / elapsed_s
     queries = current.prefix_cache_queries - previous.prefix_cache_queries
@@ -22,6 +23,7 @@ def stats_line(previous: EngineStats, current: EngineStats, elapsed_s: float) ->
         f"prompt throughput: {prompt_rate:.1f} tokens/s, generation throughput: {generation_rate:.1f} tokens/s, "
         f"running: {current.num_running} reqs, waiting: {current.num_waiting} reqs, "
         f"KV cache usage: {current.kv_cache_usage:.1%}, prefix cache hit rate: {hit_rate:.1%}"
+        + (f", tensor parallel: {current.tensor_parallel_size} ranks" if current.tensor_parallel_size > 1 else "")
     )
 
 

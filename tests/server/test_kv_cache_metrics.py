@@ -18,3 +18,4 @@ def test_kv_cache_capacity_bytes_per_token_and_dtype_are_exported():
     assert samples[("autoglm:kv_cache_capacity_tokens", model)] == 4096
     assert samples[("autoglm:kv_cache_bytes_per_token", model)] == 544.0
     assert samples[("autoglm:cache_config_info", (("cache_dtype", "int8"), ("model_name", "m")))] == 1
+    assert samples[("autoglm:tensor_parallel_size", model)] == 1

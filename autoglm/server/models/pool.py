@@ -46,6 +46,7 @@ class VersionPool:
         self._metrics = metrics
         self._capacity = capacity
         self.on_outcome: OutcomeListener | None = None  # told how each request ended (automatic rollback)
+        self.on_engine_broken: Callable[[], None] | None = None  # told, from any thread, that an engine broke
         self._versions: dict[str, ServedVersion] = {}
         self._loading: set[str] = set()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -97,6 +98,8 @@ class VersionPool:
     async def _start(self, name: str, version: str, load_engine: Callable[[], LLMEngine]) -> ServedVersion:
         bound_onednn_primitive_cache()
         engine = await asyncio.to_thread(load_engine)
+        if (on_broken := self.on_engine_broken) is not None:
+            engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
                                              engine.prompt_char_limit)
         async_engine = AsyncEngine(engine, self._config.max_waiting_requests, self._config.request_timeout_s)

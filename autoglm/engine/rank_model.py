@@ -1,0 +1,65 @@
+"""One process's model: its weights loaded on its device, with what its KV cache and runner are built from.
+
+Every tensor-parallel rank builds its own this way (its shard, once the process has joined its
+group); a single-process engine is rank 0 of one.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
+from autoglm.config import AutoGLMConfig
+from autoglm.kernels.cpu_extension import start_cpu_kernel_build
+from autoglm.model_paths import resolve_model_path
+from autoglm.models import ModelConfig, load_model, resolve_dtype
+from autoglm.models.linear_method import LinearMethods, WeightQuantization, linear_methods_for, with_int_weights
+from autoglm.platforms import compute_dtype
+from autoglm.runner.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RankModel:
+    model_path: Path
+    model_config: ModelConfig
+    model: nn.Module
+    device: torch.device
+    dtype: torch.dtype  # what weights and KV are computed in
+    kv_format: KVCacheFormat
+    linear_methods: LinearMethods
+
+    def runner(self, block_size: int, num_blocks: int) -> ModelRunner:
+        return ModelRunner(self.model, self.device, self.dtype, block_size, num_blocks, self.model_config.vocab_size,
+                           kv_format=self.kv_format)
+
+
+def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
+    kv_format = kv_cache_format(config.kv_cache_dtype)
+    check_kv_cache_format(kv_format, device)  # before minutes of loading
+    model_path = resolve_model_path(config.model)
+    model_config = ModelConfig.from_pretrained(model_path)
+    requested_dtype = resolve_dtype(config.dtype, model_config)
+    dtype = compute_dtype(requested_dtype, device, config.cpu_upcast_half)
+    if dtype != requested_dtype:
+        logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
+                       "keeps half precision, emulated and slower)", requested_dtype)
+    # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
+    kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
+    quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
+                                                    config.quantize_lm_head)
+    max_rows = None if config.cpu_kernel_max_rows == "auto" else config.cpu_kernel_max_rows
+    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, max_rows,
+                                        kernels_coming)
+    linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
+    logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
+                model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),
+                linear_methods.lm_head.describe())
+    model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
+    logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
+    return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods)

@@ -1,0 +1,45 @@
+"""Rank 0's runner under tensor parallelism: every plan goes to the workers, then this rank runs it too.
+
+Every rank runs the same :meth:`ModelRunner.execute`, so their collectives pair up; each samples the
+same tokens from the same gathered logits (draws depend on seeds only), and rank 0's output is the step's.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from autoglm.distributed.parallel_state import set_communication_timer
+from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
+from autoglm.profiling import COMMUNICATION, PREPARE, StepProfiler
+from autoglm.runner.kv_cache import KVPool
+from autoglm.runner.model_runner import ModelRunner
+from autoglm.step_output import StepOutput
+from autoglm.step_plan import StepPlan
+
+
+class TensorParallelRunner:
+    def __init__(self, runner: ModelRunner, workers: WorkerGroup) -> None:
+        self.runner = runner
+        self.workers = workers
+
+    @property
+    def model(self) -> nn.Module:
+        """This rank's shard."""
+        return self.runner.model
+
+    @property
+    def kv_pool(self) -> KVPool:
+        return self.runner.kv_pool
+
+    def enable_profiling(self, profiler: StepProfiler) -> None:
+        """Also time the sharded layers' collectives, as the forward's communication part."""
+        self.runner.enable_profiling(profiler)
+        set_communication_timer(lambda: profiler.forward_part(COMMUNICATION))
+
+    def execute(self, plan: StepPlan) -> StepOutput:
+        """Raises EngineBrokenError if a worker has died, or dies during the step."""
+        try:
+            with self.runner.profiler.phase(PREPARE):
+                self.workers.send(plan)
+            return self.runner.execute(plan)
+        except Exception as error:
+            raise self.workers.broken_by(error) from error

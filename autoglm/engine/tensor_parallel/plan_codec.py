@@ -1,0 +1,182 @@
+"""A step plan as two int64 tensors, so that rank 0 can broadcast it to the workers.
+
+A fixed-size header says what follows and how long it is; the payload then holds every field of
+the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
+sampling settings column by column (floats as the bits of float64, so they come back exactly).
+No Python object is pickled: a worker reads numbers it knows how to place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+
+from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+
+_UINT64 = 2**64
+
+
+class MessageKind(IntEnum):
+    STEP = 1  # a plan follows
+    STOP = 2  # the engine is closing: the worker leaves its loop
+
+
+@dataclass(frozen=True)
+class Header:
+    """The fixed-size part of a message: what it is, and the sizes that place the payload."""
+
+    kind: MessageKind
+    payload_len: int = 0
+    num_tokens: int = 0
+    num_rows: int = 0
+    max_blocks: int = 0
+    block_size: int = 0
+
+    SIZE = 6
+
+    def to_tensor(self) -> torch.Tensor:
+        return torch.tensor([self.kind, self.payload_len, self.num_tokens, self.num_rows, self.max_blocks,
+                             self.block_size], dtype=torch.long)
+
+    @classmethod
+    def from_tensor(cls, tensor: torch.Tensor) -> Header:
+        kind, *sizes = tensor.tolist()
+        return cls(MessageKind(kind), *sizes)
+
+
+def empty_header() -> torch.Tensor:
+    """The buffer a worker receives a header into."""
+    return torch.empty(Header.SIZE, dtype=torch.long)
+
+
+# RowSampling's fields by how they travel: one int64 column each, one float64 column each, one ragged list each.
+_INT_FIELDS = ("greedy", "top_k", "num_logprobs", "seed", "draw_index")
+_FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty")
+_LIST_FIELDS = ("banned_token_ids", "prompt_token_ids", "output_token_ids")
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[torch.Tensor] = []
+
+    def tensor(self, values: torch.Tensor) -> None:
+        self.parts.append(values.reshape(-1).to(torch.long))
+
+    def ints(self, values: list[int]) -> None:
+        self.parts.append(torch.tensor(values, dtype=torch.long))
+
+    def floats(self, values: list[float]) -> None:
+        self.parts.append(torch.tensor(values, dtype=torch.float64).view(torch.long))
+
+    def ragged(self, lists: list[list[int]]) -> None:
+        """Each list's length, then every list's values."""
+        self.ints([len(values) for values in lists])
+        self.ints([value for values in lists for value in values])
+
+    def payload(self) -> torch.Tensor:
+        return torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.long)
+
+
+class _Reader:
+    def __init__(self, payload: torch.Tensor) -> None:
+        self.payload = payload
+        self.offset = 0
+
+    def tensor(self, count: int) -> torch.Tensor:
+        values = self.payload[self.offset : self.offset + count]
+        self.offset += count
+        return values
+
+    def ints(self, count: int) -> list[int]:
+        return self.tensor(count).tolist()
+
+    def floats(self, count: int) -> list[float]:
+        return self.tensor(count).view(torch.float64).tolist()
+
+    def ragged(self, count: int) -> list[list[int]]:
+        lengths = self.ints(count)
+        values = self.ints(sum(lengths))
+        lists, start = [], 0
+        for length in lengths:
+            lists.append(values[start : start + length])
+            start += length
+        return lists
+
+
+def _as_int64(value: int) -> int:
+    """A seed is any uint64; it travels as the int64 of the same bits."""
+    return value - _UINT64 if value >= 2**63 else value
+
+
+def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
+    """(header, payload) of a plan; :func:`decode_plan` gives back an equal plan."""
+    num_rows, max_blocks = plan.block_tables.shape
+    out = _Writer()
+    for tensor in (plan.input_ids, plan.positions, plan.slot_mapping, plan.block_tables):
+        out.tensor(tensor)
+    for values in (plan.query_lens, plan.seq_lens, plan.row_ids):
+        out.ints(values)
+    out.ragged([plan.sample_tokens, plan.deferred_positions, plan.deferred_sources])
+    scoring = plan.prompt_scoring
+    out.ints([len(scoring)])
+    out.ints([value for entry in scoring for value in (entry.first_token, entry.num_top)])
+    out.ragged([entry.target_token_ids for entry in scoring])
+    rows = plan.sampling  # as many as plan.sample_tokens, which travelled above
+    for name in _INT_FIELDS:
+        out.ints([_sampling_int(row, name) for row in rows])
+    for name in _FLOAT_FIELDS:
+        out.floats([getattr(row, name) for row in rows])
+    for name in _LIST_FIELDS:
+        out.ragged([list(getattr(row, name)) for row in rows])
+    out.ragged([list(row.logit_bias) for row in rows])
+    out.floats([bias for row in rows for bias in row.logit_bias.values()])
+    payload = out.payload()
+    header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size)
+    return header.to_tensor(), payload
+
+
+def _sampling_int(row: RowSampling, name: str) -> int:
+    value = getattr(row, name)
+    if name == "num_logprobs":
+        return -1 if value is None else value
+    return _as_int64(int(value))
+
+
+def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
+    """The plan :func:`encode_plan` wrote; its tensors are views of ``payload``."""
+    num_tokens, num_rows = header.num_tokens, header.num_rows
+    read = _Reader(payload)
+    input_ids, positions, slot_mapping = (read.tensor(num_tokens) for _ in range(3))
+    block_tables = read.tensor(num_rows * header.max_blocks).reshape(num_rows, header.max_blocks)
+    query_lens, seq_lens, row_ids = (read.ints(num_rows) for _ in range(3))
+    sample_tokens, deferred_positions, deferred_sources = read.ragged(3)
+    (num_scoring,) = read.ints(1)
+    scoring_ints = read.ints(2 * num_scoring)
+    targets = read.ragged(num_scoring)
+    scoring = [PromptScoring(scoring_ints[2 * i], targets[i], scoring_ints[2 * i + 1]) for i in range(num_scoring)]
+    num_sampled = len(sample_tokens)
+    columns: dict[str, list] = {name: read.ints(num_sampled) for name in _INT_FIELDS}
+    columns.update({name: read.floats(num_sampled) for name in _FLOAT_FIELDS})
+    columns.update({name: read.ragged(num_sampled) for name in _LIST_FIELDS})
+    bias_tokens = read.ragged(num_sampled)
+    bias_values = read.floats(sum(len(tokens) for tokens in bias_tokens))
+    sampling, start = [], 0
+    for row in range(num_sampled):
+        tokens = bias_tokens[row]
+        values = {name: column[row] for name, column in columns.items()}
+        sampling.append(RowSampling(
+            greedy=bool(values["greedy"]), temperature=values["temperature"], top_k=values["top_k"],
+            top_p=values["top_p"], min_p=values["min_p"], repetition_penalty=values["repetition_penalty"],
+            frequency_penalty=values["frequency_penalty"], presence_penalty=values["presence_penalty"],
+            logit_bias=dict(zip(tokens, bias_values[start : start + len(tokens)])),
+            banned_token_ids=tuple(values["banned_token_ids"]),
+            num_logprobs=None if values["num_logprobs"] < 0 else values["num_logprobs"],
+            seed=values["seed"] % _UINT64, draw_index=values["draw_index"],
+            prompt_token_ids=values["prompt_token_ids"], output_token_ids=values["output_token_ids"],
+        ))
+        start += len(tokens)
+    return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
+                    block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
+                    sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
+                    deferred_positions=deferred_positions, deferred_sources=deferred_sources)

@@ -1,0 +1,48 @@
+"""A worker process: rank 1..N-1 of a tensor-parallel engine.
+
+It joins the group, loads its shard of the model and the KV cache of its heads, then runs every
+plan rank 0 broadcasts, exactly as rank 0 runs it, until rank 0 says stop. Its outputs are
+discarded: rank 0's are the step's. It never outlives the engine's process: a thread waits on a
+pipe whose other end only that process holds, and ends the worker when the pipe closes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from multiprocessing.connection import Connection
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.rank_model import load_rank_model
+from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_group, leave_group, rank_device,
+                                                          rank_threads)
+from autoglm.engine.torch_threads import claim_num_threads
+
+logger = logging.getLogger(__name__)
+
+# The status of a worker whose engine process went away without stopping it.
+EXIT_ENGINE_GONE = 3
+
+
+def run_worker(config: AutoGLMConfig, settings: GroupSettings, rank: int, lifeline: Connection) -> None:
+    _exit_when_closed(lifeline)
+    claim_num_threads(rank_threads(config.num_threads, settings))
+    channel = join_group(settings, rank)
+    runner = load_rank_model(config, rank_device(settings, rank)).runner(config.block_size, channel.share())
+    while (plan := channel.receive()) is not None:
+        runner.execute(plan)
+    leave_group()
+
+
+def _exit_when_closed(lifeline: Connection) -> None:
+    """End this process as soon as the engine's end of ``lifeline`` closes (nothing is ever sent on it)."""
+
+    def wait() -> None:
+        try:
+            lifeline.recv()
+        except EOFError:
+            pass
+        logger.warning("tensor-parallel worker %d: the engine's process is gone; exiting", os.getpid())
+        os._exit(EXIT_ENGINE_GONE)
+
+    threading.Thread(target=wait, name="autoglm-engine-lifeline", daemon=True).start()

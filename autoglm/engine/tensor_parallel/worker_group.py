@@ -1,0 +1,184 @@
+"""Rank 0's side of a tensor-parallel engine: it starts the worker processes, hands them each plan,
+notices the moment one dies, and stops them.
+
+A dead worker breaks the engine for good (the ranks can no longer run a step together): every later
+step raises :class:`EngineBrokenError`, and the listeners hear of it at once, even while the engine
+is idle, so a server can stop serving and exit.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+
+from autoglm.config import AutoGLMConfig
+from autoglm.distributed.parallel_state import set_communication_timer
+from autoglm.engine.errors import EngineBrokenError
+from autoglm.engine.tensor_parallel.plan_channel import PlanChannel
+from autoglm.engine.tensor_parallel.process_group import GroupSettings, join_group, leave_group
+from autoglm.engine.tensor_parallel.worker import run_worker
+from autoglm.step_plan import StepPlan
+
+logger = logging.getLogger(__name__)
+
+# How long a stopped worker may take to leave before it is killed.
+STOP_GRACE_S = 10.0
+# How long a failed step waits for the worker behind it to exit, to name it.
+EXIT_NOTICE_S = 1.0
+# How often a start looks for a worker that died before joining.
+JOIN_POLL_S = 0.2
+
+BrokenListener = Callable[[EngineBrokenError], None]
+
+
+class WorkerGroup:
+    """The worker processes of ranks 1..N-1, with this process as rank 0."""
+
+    def __init__(self, settings: GroupSettings, processes: list[BaseProcess], lifelines: list[Connection]) -> None:
+        self.settings = settings
+        self._processes = processes
+        self._lifelines = lifelines  # this process's ends of the workers' lifeline pipes
+        self._channel: PlanChannel | None = None
+        self._broken: str | None = None  # why, once broken
+        self._listeners: list[BrokenListener] = []
+        self._lock = threading.Lock()
+        self._closing = False
+        self._ready = False  # every worker has its runner and waits for plans
+        self._wake_watcher, self._watcher_woken = multiprocessing.Pipe()
+        self._watcher = threading.Thread(target=self._watch, name="autoglm-tp-watch", daemon=True)
+
+    @classmethod
+    def start(cls, config: AutoGLMConfig, settings: GroupSettings) -> WorkerGroup:
+        """Spawn the workers and join the group with them; returns once every rank has joined."""
+        context = multiprocessing.get_context("spawn")
+        processes, lifelines = [], []
+        for rank in range(1, settings.world_size):
+            worker_end, engine_end = context.Pipe(duplex=False)
+            process = context.Process(target=run_worker, args=(config, settings, rank, worker_end),
+                                      name=f"autoglm-tp-rank{rank}", daemon=True)
+            process.start()
+            worker_end.close()
+            processes.append(process)
+            lifelines.append(engine_end)
+        group = cls(settings, processes, lifelines)
+        try:
+            group._join()
+        except BaseException:
+            group.close()
+            raise
+        group._watcher.start()
+        logger.info("tensor parallelism: %d ranks joined over %s (worker pids %s)", settings.world_size,
+                    settings.backend, ", ".join(str(process.pid) for process in processes))
+        return group
+
+    def _join(self) -> None:
+        """Join as rank 0 on a thread, so that a worker dying before it joins fails the start instead of
+        leaving it waiting for good."""
+        joined: list[PlanChannel | BaseException] = []
+
+        def join() -> None:
+            try:
+                joined.append(join_group(self.settings, 0))
+            except BaseException as error:  # handed to the starting thread
+                joined.append(error)
+
+        joiner = threading.Thread(target=join, name="autoglm-tp-join", daemon=True)
+        joiner.start()
+        while joiner.is_alive():
+            joiner.join(JOIN_POLL_S)
+            if joiner.is_alive() and (dead := self._dead_worker()) is not None:
+                raise EngineBrokenError(f"could not start tensor parallelism: {dead}")
+        if isinstance(joined[0], BaseException):
+            raise joined[0]
+        self._channel = joined[0]
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self._processes if process.pid is not None]
+
+    def add_broken_listener(self, listener: BrokenListener) -> None:
+        """Call ``listener`` once when the group breaks, or now if it has (from the thread that notices: keep it
+        short)."""
+        with self._lock:
+            self._listeners.append(listener)
+            broken = self._broken
+        if broken is not None:
+            listener(EngineBrokenError(broken))
+
+    def share(self, value: int) -> None:
+        """Hand the workers the last value they wait for while starting: the number of KV blocks."""
+        assert self._channel is not None
+        try:
+            self._channel.share(value)
+        except RuntimeError as error:  # a worker failed to start
+            raise self.broken_by(error) from error
+        self._ready = True
+
+    def send(self, plan: StepPlan) -> None:
+        if self._broken is not None:
+            raise EngineBrokenError(self._broken)
+        assert self._channel is not None
+        self._channel.send(plan)
+
+    def broken_by(self, error: BaseException) -> EngineBrokenError:
+        """The error to raise after ``error`` interrupted a step: the group is broken from now on."""
+        dead = self._dead_worker(wait_s=EXIT_NOTICE_S)
+        self._break(dead or f"a step failed part-way across the ranks ({type(error).__name__}: {error})")
+        assert self._broken is not None
+        return EngineBrokenError(self._broken)
+
+    def close(self) -> None:
+        """Stop every worker (those that will not stop are killed) and leave the group; idempotent."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        self._wake_watcher.send(None)
+        if self._ready and self._broken is None and self._dead_worker() is None:
+            try:
+                self._channel.send_stop()
+            except RuntimeError as error:  # a worker died this moment; it is killed below anyway
+                logger.warning("stopping the tensor-parallel workers: %s", error)
+        for process in self._processes:
+            process.join(STOP_GRACE_S)
+        for lifeline in self._lifelines:
+            lifeline.close()  # a worker still running (stuck in a collective) ends itself now
+        for process in self._processes:
+            process.join(STOP_GRACE_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        set_communication_timer(None)
+        leave_group()
+
+    def _watch(self) -> None:
+        """Wait for a worker to exit, or for close to say the exits are expected."""
+        wait([self._watcher_woken, *(process.sentinel for process in self._processes)])
+        with self._lock:
+            if self._closing:
+                return
+        dead = self._dead_worker()
+        if dead is not None:
+            self._break(dead)
+
+    def _dead_worker(self, wait_s: float = 0.0) -> str | None:
+        """Which worker has exited and how, after waiting up to ``wait_s`` for one to; None if all run."""
+        exiting = wait([process.sentinel for process in self._processes], wait_s)
+        for rank, process in enumerate(self._processes, start=1):
+            if process.sentinel in exiting:
+                process.join(EXIT_NOTICE_S)  # its status, once the system has it
+                return f"tensor-parallel worker rank {rank} (pid {process.pid}) exited with status {process.exitcode}"
+        return None
+
+    def _break(self, reason: str) -> None:
+        with self._lock:
+            if self._broken is not None:
+                return
+            self._broken = f"{reason}; the engine cannot step again and must be restarted"
+            listeners = list(self._listeners)
+        logger.error("%s", self._broken)
+        for listener in listeners:
+            listener(EngineBrokenError(self._broken))
