@@ -15,22 +15,17 @@ from autoglm.attention.kv_cache_format import KVCacheFormat
 from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import LinearMethods
+from autoglm.models.partition import partition_model
 from autoglm.platforms import device_memory, resolve_device
 from autoglm.engine.rank_model import load_rank_model
 from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
 from autoglm.engine.tensor_parallel.process_group import group_settings, rank_device, rank_threads
-from autoglm.engine.tensor_parallel.shape_check import check_splits
 from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
-
-# The models' layers do not shard yet, so every rank would hold the whole model: tensor parallelism is
-# refused until they do (the runtime's own tests lift this).
-MODELS_SHARD = False
-
 
 @dataclass
 class EngineParts:
@@ -115,10 +110,7 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
 
 def _start_workers(config: AutoGLMConfig, device: torch.device) -> WorkerGroup:
     """Check that the model splits across the ranks (before anything starts), then start the workers."""
-    if not MODELS_SHARD:
-        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size} is not available yet: the models do "
-                         "not shard their layers, so every rank would hold the whole model; use 1")
-    check_splits(ModelConfig.from_pretrained(resolve_model_path(config.model)), config.tensor_parallel_size)
+    partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model)), 0, config.tensor_parallel_size)
     settings = group_settings(config.distributed_backend, device, config.tensor_parallel_size)
     logger.info("starting %d tensor-parallel workers (%s)", config.tensor_parallel_size - 1, settings.backend)
     return WorkerGroup.start(config, settings)

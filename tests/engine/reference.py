@@ -1,6 +1,7 @@
 """Reference continuations from the transformers implementation of the same weights."""
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import torch
@@ -30,3 +31,16 @@ def greedy_reference(model_dir, prompts: list[list[int]], max_new_tokens: int) -
             tokens.append(new)
             logprobs.append(step_logprobs)
     return Reference(tokens, logprobs)
+
+
+PARITY_PROMPT_LENGTHS = (3, 9, 16, 17, 25, 33, 40, 48)
+
+
+def parity_prompts() -> list[list[int]]:
+    """Eight prompts of the lengths above, every second one starting with the same 20 tokens (prefix hits)."""
+    rng = random.Random(1)
+    shared = [rng.randrange(3, 200) for _ in range(20)]
+    return [
+        (shared if i % 2 else [])[:length] + [rng.randrange(3, 200) for _ in range(length - min(length, 20) * (i % 2))]
+        for i, length in enumerate(PARITY_PROMPT_LENGTHS)
+    ]

@@ -1,17 +1,14 @@
 """Greedy tokens and logprobs match transformers for every family and every engine setting."""
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from autoglm import LLM, SamplingParams
 from tests.engine.kv_pool import kv_bytes_for_blocks
-from tests.engine.reference import greedy_reference
+from tests.engine.reference import greedy_reference, parity_prompts
 from tests.tiny_models import TINY_ARCHITECTURES, make_tiny_checkpoint
 
 NUM_NEW_TOKENS = 32
-PROMPT_LENGTHS = (3, 9, 16, 17, 25, 33, 40, 48)
 LOGPROB_TOLERANCE = 1e-4
 
 
@@ -19,12 +16,7 @@ LOGPROB_TOLERANCE = 1e-4
 def case(request, tmp_path_factory):
     """A tiny checkpoint of one family, eight prompts and the transformers reference."""
     model_dir = make_tiny_checkpoint(request.param, tmp_path_factory.mktemp(request.param))
-    rng = random.Random(1)
-    shared = [rng.randrange(3, 200) for _ in range(20)]
-    prompts = [
-        (shared if i % 2 else [])[:length] + [rng.randrange(3, 200) for _ in range(length - min(length, 20) * (i % 2))]
-        for i, length in enumerate(PROMPT_LENGTHS)
-    ]
+    prompts = parity_prompts()
     return model_dir, prompts, greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
 
 

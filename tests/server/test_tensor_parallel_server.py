@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(4 * HANG_S)]
 def start_server(model) -> tuple[subprocess.Popen, str, psutil.Process]:
     """The server, its URL once healthy, and its one worker."""
     port = free_port()
-    command = [sys.executable, "-m", "tests.server.unsharded_serve", "serve", "--model", str(model), "--port",
+    command = [sys.executable, "-m", "autoglm", "serve", "--model", str(model), "--port",
                str(port), "--max-context-len", "256", "--kv-cache-memory", "4MiB", "--tensor-parallel-size", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
