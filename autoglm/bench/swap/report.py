@@ -71,10 +71,14 @@ def spread(values: Sequence[float | None]) -> dict[str, float | None]:
             "unmeasured": len(values) - len(measured)}
 
 
-def summary(switches: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {operation: {name: spread([switch[name] for switch in switches if switch["operation"] == operation])
-                        for name in SWITCH_TIMES}
-            for operation in OPERATIONS}
+def summary(switches: Sequence[dict[str, Any]], standby_loads_s: Sequence[float]) -> dict[str, Any]:
+    """Each operation's times, and what loading version 2 cold took: what a rollback to an unloaded version
+    would wait for."""
+    times: dict[str, Any] = {
+        operation: {name: spread([switch[name] for switch in switches if switch["operation"] == operation])
+                    for name in SWITCH_TIMES}
+        for operation in OPERATIONS}
+    return {**times, "standby_load_s": spread(standby_loads_s)}
 
 
 def swap_document(settings: dict[str, Any], machine: dict[str, Any] | None, run: SwapRun) -> dict[str, Any]:
@@ -82,7 +86,7 @@ def swap_document(settings: dict[str, Any], machine: dict[str, Any] | None, run:
     return {
         "settings": settings,
         "machine": machine,
-        "summary": summary(switches),
+        "summary": summary(switches, run.standby_loads_s),
         "requests": request_counts(run),
         "switches": switches,
         "standby_loads_s": run.standby_loads_s,
@@ -114,4 +118,6 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         f"(max {_ms(rollback['call_to_first_token_s']['max'])})",
         f"requests: {counts['sent']} sent, {counts['failed']} failed, {counts['changed_version']} changed version "
         f"midway, {counts['misrouted']} sent after a switch not served by its target",
+        f"loading version 2 again between rounds: {_ms(figures['standby_load_s']['median'])} median "
+        f"(max {_ms(figures['standby_load_s']['max'])})",
     ]
