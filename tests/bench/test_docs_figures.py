@@ -31,7 +31,7 @@ def latency_file(folder: Path, name: str, machine: dict, engine_decode: float) -
     return name
 
 
-@pytest.mark.parametrize("document", ["PERFORMANCE.md", "RELIABILITY.md", "TENANTS.md"])
+@pytest.mark.parametrize("document", ["PERFORMANCE.md", "RELIABILITY.md", "TENANTS.md", "MODELS.md"])
 def test_the_repository_docs_match_their_results_files(document, capsys):
     assert main([str(DOCS / document), "--check"]) == 0, capsys.readouterr().out
 

@@ -115,6 +115,9 @@ def _record_chunk(chunk: dict[str, Any], now: float, result: RequestResult) -> N
     # servers send one per step that produced tokens, and text may lag behind its tokens.
     if chunk.get("choices"):
         result.chunk_times.append(now)
+    model = chunk.get("model")
+    if isinstance(model, str) and model not in result.served_by:
+        result.served_by.append(model)  # a server that swaps versions names the one that serves each chunk
     usage = chunk.get("usage")
     if usage:
         result.prompt_tokens = usage.get("prompt_tokens")

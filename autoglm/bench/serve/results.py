@@ -21,6 +21,7 @@ class RequestResult:
     completion_tokens: int | None = None
     error: str | None = None
     tenant: str | None = None  # who sent it, in a multi-tenant run
+    served_by: list[str] = field(default_factory=list)  # each chunk's `model`, once each, in order of arrival
 
     @property
     def success(self) -> bool:
