@@ -19,15 +19,19 @@ from autoglm.bench.profile_report import linear_paths_rows as path_calls_rows
 
 GIGA = 1e9
 SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}
-# Rows of the profile table: a title, and the profile's seconds that make it up.
-PROFILE_ROWS = (
+# Rows of the profile table: a title, and the profile's seconds that make it up; the forward's parts first.
+FORWARD_ROWS = (
     ("forward: linear layers", ("forward_parts_s.linear",)),
     ("forward: attention", ("forward_parts_s.attention",)),
     ("forward: other (norms, rotary, activations, embedding)", ("forward_parts_s.other",)),
+)
+OUTSIDE_FORWARD_ROWS = (
     ("sampling", ("phases_s.sample",)),
     ("scheduling + preparing inputs + detokenizing",
      ("phases_s.schedule", "phases_s.prepare inputs", "phases_s.detokenize & outputs")),
 )
+# Shown only for a profile that timed it: a tensor-parallel engine's collectives.
+COMMUNICATION_ROW = ("forward: communication between ranks (all-reduce, gather)", ("forward_parts_s.communication",))
 
 
 def caption(*files: ResultsFile) -> str:
@@ -149,12 +153,22 @@ def step_profile(throughput_file: ResultsFile) -> str:
         raise ValueError(f"{throughput_file.name} holds no profile: it was run without --profile")
     rows = [["steps", *(str(throughput_file.at(f"workloads.{name}.{q.ENGINE}.profile.num_steps"))
                         for name in workloads)]]
-    for title, paths in PROFILE_ROWS:
+    communicated = any(_profiled(throughput_file, name, COMMUNICATION_ROW[1][0]) for name in workloads)
+    forward_rows = (*FORWARD_ROWS, COMMUNICATION_ROW) if communicated else FORWARD_ROWS
+    for title, paths in (*forward_rows, *OUTSIDE_FORWARD_ROWS):
         rows.append([title, *(f"{sum(q.step_share(throughput_file, name, path) for path in paths):.1%}"
                               for name in workloads)])
     rows.append([bold("everything but the forward"),
                  *(bold(f"{q.step_share(throughput_file, name, 'overhead_s'):.1%}") for name in workloads)])
     return caption(throughput_file) + markdown_table(["phase", *workloads], rows)
+
+
+def _profiled(throughput_file: ResultsFile, workload: str, seconds_path: str) -> bool:
+    """The profile timed this part, and it took time (older files and single processes have no communication)."""
+    try:
+        return throughput_file.at(f"workloads.{workload}.{q.ENGINE}.profile.{seconds_path}") > 0
+    except KeyError:
+        return False
 
 
 def linear_path_calls(throughput_file: ResultsFile, workload: str) -> str:
