@@ -195,3 +195,22 @@ def test_a_quantized_decode_is_bounded_by_the_bytes_its_weights_and_head_take(tm
     assert ">50%<" in render_document(text, tmp_path)
     table = render_document("<!-- figures:latency latency.json -->\n<!-- /figures -->\n", tmp_path)
     assert "The engine ran with int8 weights, the LM head in float and kv_cache_dtype int8." in table
+
+
+def profiled_throughput(folder: Path, name: str, communication_s: float | None) -> str:
+    forward = {"linear": 4.0, "attention": 2.0, "other": 1.0}
+    if communication_s is not None:
+        forward["communication"] = communication_s
+    profile = {"num_steps": 10, "step_s": 10.0, "forward_parts_s": forward, "overhead_s": 1.0,
+               "phases_s": {"sample": 0.5, "schedule": 0.2, "prepare inputs": 0.2, "detokenize & outputs": 0.1}}
+    document = {"machine": CPU, "workloads": {"mixed": {"autoglm": {"profile": profile}}}}
+    (folder / name).write_text(json.dumps(document))
+    return name
+
+
+@pytest.mark.parametrize(("communication_s", "shown"), [(None, False), (0.0, False), (2.0, True)])
+def test_the_step_profile_shows_communication_only_when_ranks_communicated(tmp_path, communication_s, shown):
+    name = profiled_throughput(tmp_path, "profile.json", communication_s)
+    rendered = render_document(f"<!-- figures:step-profile {name} -->\n<!-- /figures -->", tmp_path)
+    assert ("| forward: communication between ranks (all-reduce, gather) | 20.0% |" in rendered) is shown
+    assert "| forward: linear layers | 40.0% |" in rendered
