@@ -7,11 +7,9 @@ import signal
 
 import psutil
 import pytest
-import torch
 
 from autoglm import LLM, SamplingParams
 from autoglm.config import ConfigError
-from autoglm.engine import torch_threads
 from autoglm.engine.errors import EngineBrokenError
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -26,15 +24,6 @@ PARAMS = SamplingParams(temperature=0.8, top_k=20, seed=7, max_tokens=6, ignore_
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return make_tiny_checkpoint("llama", tmp_path_factory.mktemp("llama"))  # 4 heads, 2 KV heads
-
-
-@pytest.fixture
-def restored_threads(monkeypatch):
-    """Torch's thread count, which rank 0 sets to its share of the cores, restored after the test."""
-    monkeypatch.setattr(torch_threads, "_set_by_an_engine", False)
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 LOGPROB_TOLERANCE = 1e-4  # the ranks' partial sums add up in another order than one process's

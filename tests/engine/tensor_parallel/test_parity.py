@@ -3,10 +3,8 @@ prompts read in chunks, prefix-cache hits and preemption in the mix."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from autoglm import LLM, SamplingParams
-from autoglm.engine import torch_threads
 from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.engine.reference import greedy_reference, parity_prompts
 from tests.engine.test_parity import NUM_NEW_TOKENS, assert_matches
@@ -14,15 +12,6 @@ from tests.tiny_models import TINY_ARCHITECTURES, make_tiny_checkpoint
 
 RANKS = 2
 POOL_BLOCKS = 12  # fewer than the eight prompts need at once: some are preempted
-
-
-@pytest.fixture
-def restored_threads(monkeypatch):
-    """Torch's thread count, which rank 0 sets to its share of the cores, restored after the test."""
-    monkeypatch.setattr(torch_threads, "_set_by_an_engine", False)
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.timeout(300)
