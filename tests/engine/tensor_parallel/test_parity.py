@@ -14,14 +14,21 @@ RANKS = 2
 POOL_BLOCKS = 12  # fewer than the eight prompts need at once: some are preempted
 
 
+# Each architecture with 4 heads and 2 KV heads (one KV head per rank), and a grouped-query model with
+# fewer KV heads than ranks (its one KV head on both).
+CASES = [pytest.param(arch, {}, 2, id=arch) for arch in TINY_ARCHITECTURES] + [
+    pytest.param("qwen3", {"num_key_value_heads": 1}, 1, id="qwen3-one-kv-head")]
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
-def test_two_ranks_match_transformers_through_chunks_prefix_hits_and_preemption(arch, tmp_path, restored_threads):
-    model_dir = make_tiny_checkpoint(arch, tmp_path / arch)  # 4 heads and 2 KV heads: one KV head per rank
+@pytest.mark.parametrize(("arch", "overrides", "kv_split"), CASES)
+def test_two_ranks_match_transformers_through_chunks_prefix_hits_and_preemption(arch, overrides, kv_split, tmp_path,
+                                                                                restored_threads):
+    model_dir = make_tiny_checkpoint(arch, tmp_path / arch, **overrides)
     prompts = parity_prompts()
     reference = greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
     probe = LLM(model=str(model_dir), dtype="float32", kv_cache_memory=1 << 20)
-    per_rank_memory = kv_bytes_for_blocks(probe, POOL_BLOCKS) // RANKS  # a rank holds half the KV heads
+    per_rank_memory = kv_bytes_for_blocks(probe, POOL_BLOCKS) // kv_split  # the KV heads a rank holds
     params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True, logprobs=0)
     with LLM(model=str(model_dir), dtype="float32", tensor_parallel_size=RANKS, max_num_batched_tokens=16,
              kv_cache_memory=per_rank_memory) as llm:
