@@ -92,5 +92,11 @@ def settings_of(env: dict[str, str]) -> AutoGLMConfig:
     return AutoGLMConfig.from_sources(env={key: value for key, value in env.items() if key.startswith("AUTOGLM_")})
 
 
+def adapter_rules() -> list[dict[str, Any]]:
+    """The Prometheus adapter's rules, from the config its ConfigMap holds."""
+    config_map = yaml.safe_load(ADAPTER_RULES.read_text())
+    return yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
+
+
 def dashboard() -> dict[str, Any]:
     return json.loads(DASHBOARD.read_text())

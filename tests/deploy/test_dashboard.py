@@ -6,9 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.deploy.deploy_files import dashboard
+from tests.deploy.deploy_files import adapter_rules, dashboard
 from tests.deploy.promql import label_values_metric, metric_names
-from tests.deploy.test_kubernetes import adapter_rules
 
 # What the dashboard must show, by the metric that shows it.
 SHOWN = {

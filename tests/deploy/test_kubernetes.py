@@ -14,10 +14,10 @@ from jsonschema import Draft7Validator, ValidationError
 
 from autoglm.server.uvicorn_config import CONNECTION_CLOSE_TIMEOUT_S
 from tests.deploy.deploy_files import (
-    ADAPTER_RULES,
     DATA,
     SERVICE_MONITOR,
     VARIANTS,
+    adapter_rules,
     container_env,
     manifests,
     server_container,
@@ -169,11 +169,6 @@ def test_the_cpu_variant_serves_the_images_model_and_the_gpu_variant_one_from_a_
     (mount,) = [mount for mount in gpu["volumeMounts"] if mount["name"] == model_volume]
     assert settings_of(container_env(gpu)).model.startswith(mount["mountPath"] + "/")
     assert gpu["resources"]["limits"]["nvidia.com/gpu"] == "1"
-
-
-def adapter_rules() -> list[dict[str, Any]]:
-    config_map = yaml.safe_load(ADAPTER_RULES.read_text())
-    return yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
 
 
 @pytest.mark.parametrize("name", VARIANTS)
