@@ -13,7 +13,8 @@ from autoglm.config import AutoGLMConfig
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "engine.yaml"
 # Folders and files of the project itself, not what installing or running it leaves behind.
-PROJECT_PARTS = ("autoglm", "docs", "examples", "tests", "tools", "README.md", "Makefile", "pyproject.toml")
+PROJECT_PARTS = ("autoglm", "deploy", "docs", "examples", "tests", "tools", "README.md", "Makefile", "pyproject.toml",
+                 "Dockerfile", "Dockerfile.cuda", "docker-compose.yaml")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".cpp", ".h", ""}
 
 
