@@ -496,7 +496,7 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_RAY,
     )
     ray_prefix_routing_chars: int = Field(
-        1024, ge=1,
+        256, ge=1,
         description="Leading characters of the prompt (or of the chat's messages) that pick a request's replica.",
         json_schema_extra=_RAY,
     )
