@@ -342,7 +342,7 @@ def test_metrics_urls_give_each_run_the_servers_prefix_cache_hit_rate(live, tmp_
     # The first request fills the cache with the 64-token prefix's 4 blocks; the 3 after find them.
     assert cache["hits"] >= 3 * 64 and cache["queries"] >= 4 * 72
     assert cache["hit_rate"] == cache["hits"] / cache["queries"]
-    assert cache["by_url"] == {server.url + "/metrics": {"queries": cache["queries"], "hits": cache["hits"]}}
+    assert cache["endpoints"] == [{"url": server.url + "/metrics", "queries": cache["queries"], "hits": cache["hits"]}]
     assert f"prefix cache hit rate: {cache['hit_rate']:.1%}" in capsys.readouterr().out
 
 

@@ -53,5 +53,5 @@ def prefix_cache_report(urls: Sequence[str], before: Sequence[PrefixCacheCounter
     queries, hits = sum(part.queries for part in added), sum(part.hits for part in added)
     return {
         "queries": queries, "hits": hits, "hit_rate": hits / queries if queries else None,
-        "by_url": {url: {"queries": part.queries, "hits": part.hits} for url, part in zip(urls, added)},
+        "endpoints": [{"url": url, "queries": part.queries, "hits": part.hits} for url, part in zip(urls, added)],
     }
