@@ -161,6 +161,13 @@ def test_a_client_leaving_mid_stream_ends_its_request_on_the_replica(ray_serve):
     assert wait_until(lambda: running_requests(ray_serve) == 0, timeout_s=10)
 
 
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def engine_replica_ids() -> set[str]:
     prefix = f"SERVE_REPLICA::{APP_NAME}#{ENGINE_DEPLOYMENT}#"
     return {actor["name"].removeprefix(prefix) for actor in ray.util.list_named_actors(all_namespaces=True)
@@ -198,14 +205,16 @@ def test_killing_a_replica_fails_only_its_requests_and_ray_replaces_it(ray_serve
     assert any(not succeeded for _, succeeded in results)  # it held requests when it died
 
     def replaced() -> bool:
-        engines = serve.status().applications[APP_NAME].deployments[ENGINE_DEPLOYMENT]
-        return victim not in engine_replica_ids() and engines.replica_states.get("RUNNING") == NUM_REPLICAS
+        """A new replica in the dead one's place, loaded: it took the dead one's rank, so its metrics port answers."""
+        replicas = engine_replica_ids()
+        return victim not in replicas and len(replicas) == NUM_REPLICAS and all(map(answers, ray_serve.metrics_urls))
     assert wait_until(replaced, timeout_s=120)
+    assert wait_until(lambda: serve.status().applications[APP_NAME].deployments[ENGINE_DEPLOYMENT]
+                      .replica_states.get("RUNNING") == NUM_REPLICAS, timeout_s=30)
 
     async def after() -> list[str]:
         return await asyncio.gather(*(answer(ray_serve.client(), 0, prompt) for prompt in PROMPTS))
     assert all(asyncio.run(after()))
-    assert victim not in {httpx.post(ray_serve.url + "/v1/completions", timeout=60,
-                                     json={"prompt": prompt, "max_tokens": 1}).headers[REPLICA] for prompt in PROMPTS}
-    # The replacement took the dead replica's rank, so its metrics answer on the same port.
-    assert all(httpx.get(url, timeout=10).status_code == 200 for url in ray_serve.metrics_urls)
+    answered_by = {httpx.post(ray_serve.url + "/v1/completions", timeout=60,
+                              json={"prompt": prompt, "max_tokens": 1}).headers[REPLICA] for prompt in PROMPTS}
+    assert answered_by <= engine_replica_ids() and victim not in answered_by
