@@ -12,7 +12,7 @@ from types import NoneType
 from typing import Any, get_args
 
 from autoglm.cli_logging import add_logging_arguments
-from autoglm.config import SETTING_ALIASES, AutoGLMConfig, SettingGroup
+from autoglm.config import SERVER_GROUPS, SETTING_ALIASES, AutoGLMConfig, SettingGroup
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 
 logger = logging.getLogger("autoglm.cli")
@@ -27,7 +27,7 @@ def add_config_arguments(
 ) -> None:
     """``--config FILE``, the logging flags and one ``--kebab-case`` flag per setting, under a heading per group.
 
-    Server settings only matter to ``serve``; `defaults` replace built-in defaults for this command
+    Server and Ray Serve settings only matter to ``serve``; `defaults` replace built-in defaults for this command
     (below the file and the environment) and show in the help.
     """
     parser.add_argument(
@@ -39,7 +39,7 @@ def add_config_arguments(
     headings = {
         group: parser.add_argument_group(f"{group.value} settings")
         for group in SettingGroup
-        if with_server_settings or group is not SettingGroup.SERVER
+        if with_server_settings or group not in SERVER_GROUPS
     }
     for name in AutoGLMConfig.field_names():
         heading = headings.get(AutoGLMConfig.group_of(name))

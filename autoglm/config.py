@@ -87,6 +87,7 @@ class SettingGroup(str, Enum):
     CACHE = "KV cache"
     SCHEDULING = "scheduling"
     SERVER = "server"
+    RAY = "Ray Serve"  # read only by `autoglm serve --ray` and the Ray Serve application builder
 
 
 # Each field's metadata names its group: Field(..., json_schema_extra=_CACHE).
@@ -95,6 +96,9 @@ _DEVICE = {"group": SettingGroup.DEVICE.value}
 _CACHE = {"group": SettingGroup.CACHE.value}
 _SCHEDULING = {"group": SettingGroup.SCHEDULING.value}
 _SERVER = {"group": SettingGroup.SERVER.value}
+_RAY = {"group": SettingGroup.RAY.value}
+# Groups only a server reads; other commands leave their flags out.
+SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.RAY)
 
 
 def parse_byte_size(text: str) -> int:
@@ -469,6 +473,43 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_SERVER,
     )
 
+    ray_min_replicas: int = Field(
+        1, ge=1, description="Fewest engine replicas Ray Serve keeps running.", json_schema_extra=_RAY,
+    )
+    # Declared after ray_min_replicas: its validator reads that already-validated value.
+    ray_max_replicas: int = Field(
+        1, ge=1,
+        description="Most engine replicas Ray Serve scales out to; above ray_min_replicas, it adds and removes "
+                    "replicas with the ongoing requests.",
+        json_schema_extra=_RAY,
+    )
+    ray_target_ongoing_requests: float | None = Field(
+        None, gt=0,
+        description="Ongoing requests per replica the autoscaler aims at; a replica holding this many is passed "
+                    "over by cache-aware routing. None: max_num_seqs (a full batch).",
+        json_schema_extra=_RAY,
+    )
+    ray_prefix_routing: bool = Field(
+        True,
+        description="Send requests whose prompts begin alike to the same replica, where their prefix is cached "
+                    "(consistent hashing, least-loaded while that replica is busy); false: Ray's default routing.",
+        json_schema_extra=_RAY,
+    )
+    ray_prefix_routing_chars: int = Field(
+        256, ge=1,
+        description="Leading characters of the prompt (or of the chat's messages) that pick a request's replica.",
+        json_schema_extra=_RAY,
+    )
+    ray_metrics_port: int | None = Field(
+        9400, ge=1, le=65535,
+        description="Each replica serves its /metrics on this port plus its rank on its node, at the host "
+                    "setting's address; None: no metrics ports.",
+        json_schema_extra=_RAY,
+    )
+    ray_num_gpus: float = Field(
+        0.0, ge=0, description="GPUs Ray reserves for each engine replica.", json_schema_extra=_RAY,
+    )
+
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
         settings = _SourcedSettings()
@@ -613,6 +654,14 @@ class AutoGLMConfig(BaseModel):
         if place != "memory" and _REDIS_URL_PATTERN.fullmatch(place) is None:
             raise ValueError("expected 'memory', 'redis://HOST:PORT[/DB]' (rediss:// for TLS), or 'off'")
         return place
+
+    @field_validator("ray_max_replicas")
+    @classmethod
+    def _at_least_min_replicas(cls, most: int, info: ValidationInfo) -> int:
+        fewest = info.data.get("ray_min_replicas", 1)
+        if most < fewest:
+            raise ValueError(f"must be at least ray_min_replicas ({fewest})")
+        return most
 
     @field_validator("enable_prefix_caching")
     @classmethod

@@ -7,8 +7,12 @@ from __future__ import annotations
 import argparse
 import logging
 from functools import partial
+from typing import TYPE_CHECKING
 
 from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+
+if TYPE_CHECKING:
+    from autoglm.config import AutoGLMConfig
 
 # Status when the model fails to load.
 EXIT_LOAD_FAILED = 1
@@ -22,6 +26,9 @@ def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "serve", help="serve the OpenAI-compatible HTTP API",
         description="Serve /v1/completions, /v1/chat/completions, /health, /metrics and more over HTTP.",
     )
+    parser.add_argument("--ray", action="store_true",
+                        help="deploy engine replicas on Ray Serve behind its HTTP proxy (see the Ray Serve settings; "
+                        "needs the ray extra)")
     add_config_arguments(parser, with_server_settings=True)
     parser.set_defaults(handler=run_server)
 
@@ -36,6 +43,8 @@ def run_server(args: argparse.Namespace) -> int:
     if not config.serve_models:  # else the registry's versions are served, each checked as it loads
         announce_model(config)
         resolve_model_path(config.model)  # a missing folder is a usage error, reported before the server starts
+    if args.ray:
+        return _run_on_ray(config)
     _configure_logging()
     server: DrainingServer | None = None
 
@@ -48,6 +57,15 @@ def run_server(args: argparse.Namespace) -> int:
     server = DrainingServer(uvicorn_config(app, config), app.state.server)
     server.run()
     return server.exit_code
+
+
+def _run_on_ray(config: AutoGLMConfig) -> int:
+    from autoglm.server.ray_serve import require_ray
+
+    require_ray()
+    from autoglm.server.ray_serve.launch import run_on_ray
+
+    return run_on_ray(config)
 
 
 def _configure_logging() -> None:

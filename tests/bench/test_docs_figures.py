@@ -69,6 +69,15 @@ def test_an_inline_figure_takes_a_format(tmp_path):
     assert render_document(text, tmp_path).endswith("-->25 tok/s<!-- /figure -->")
 
 
+def test_a_difference_is_signed_and_takes_a_format(tmp_path):
+    slow, fast = latency_file(tmp_path, "slow.json", CPU, 10.0), latency_file(tmp_path, "fast.json", CPU, 25.0)
+    path = "input_lens.128.autoglm.decode_tokens_per_s"
+    text = (f"<!-- figure:difference {fast} {path} {slow} {path} --><!-- /figure --> and "
+            f"<!-- figure:difference {slow} {path} {fast} {path} '{{:+.0f}} tok/s' --><!-- /figure -->")
+    rendered = render_document(text, tmp_path)
+    assert "-->+15.00<!-- /figure --> and " in rendered and rendered.endswith("-->-15 tok/s<!-- /figure -->")
+
+
 def test_a_table_quotes_one_machine(tmp_path):
     gpu = {**CPU, "accelerators": ["NVIDIA H200"]}
     text = (f"<!-- figures:latency {latency_file(tmp_path, 'cpu.json', CPU, 25.0)} "

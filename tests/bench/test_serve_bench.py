@@ -21,6 +21,7 @@ from autoglm.bench.serve.errors import ServeBenchError, import_extra
 from autoglm.bench.serve.metrics import aggregate, percentile
 from autoglm.bench.serve.plot import plot_paths
 from autoglm.bench.serve.results import RequestResult
+from autoglm.bench.serve.server_counters import PrefixCacheCounters, prefix_cache_report
 from tests.server.live_server import free_port, make_chat_model, slow_down_steps, start_server
 from tests.tiny_models import build_tiny_tokenizer
 
@@ -327,3 +328,38 @@ def test_slow_requests_time_out_as_failures(live, prompts_file, monkeypatch, cap
                  "--dataset-path", str(prompts_file), "--random-output-len", "50", "--timeout-s", "0.3"])
     assert code == 1
     assert "3 of 3 requests failed: no complete answer within 0.3 s" in capsys.readouterr().out
+
+
+def test_metrics_urls_give_each_run_the_servers_prefix_cache_hit_rate(live, tmp_path, capsys):
+    server, model = live
+    out = tmp_path / "result.json"
+    code = main(["serve", "--base-url", server.url, "--dataset", "shared-prefix", "--shared-prefix-len", "64",
+                 "--shared-prefix-question-len", "8", "--num-prompts", "4", "--random-output-len", "2",
+                 "--max-concurrency", "1", "--tokenizer", str(model), "--metrics-url", server.url + "/metrics",
+                 "--output-json", str(out)])
+    assert code == 0
+    cache = strict_json(out.read_text())["runs"][0]["prefix_cache"]
+    # The first request fills the cache with the 64-token prefix's 4 blocks; the 3 after find them.
+    assert cache["hits"] >= 3 * 64 and cache["queries"] >= 4 * 72
+    assert cache["hit_rate"] == cache["hits"] / cache["queries"]
+    assert cache["endpoints"] == [{"url": server.url + "/metrics", "queries": cache["queries"], "hits": cache["hits"]}]
+    assert f"prefix cache hit rate: {cache['hit_rate']:.1%}" in capsys.readouterr().out
+
+
+def test_a_run_that_looked_nothing_up_has_no_hit_rate():
+    counters = PrefixCacheCounters(queries=10, hits=4)
+    assert prefix_cache_report(["a"], [counters], [counters])["hit_rate"] is None
+    report = prefix_cache_report(["a", "b"], [counters, counters],
+                                 [PrefixCacheCounters(20, 9), PrefixCacheCounters(30, 4)])
+    assert (report["queries"], report["hits"], report["hit_rate"]) == (30, 5, 5 / 30)
+
+
+def test_several_shared_prefixes_are_taken_in_turn(tokenizer):
+    requests = shared_prefix_requests(tokenizer, 6, 40, 8, 3, random.Random(0), num_prefixes=3)
+    groups = [requests[index::3] for index in range(3)]
+    shared = [count_tokens(tokenizer, os.path.commonprefix([r.prompt for r in group])) for group in groups]
+    assert all(length >= 40 for length in shared)
+    assert count_tokens(tokenizer, os.path.commonprefix([group[0].prompt for group in groups])) < 40
+    # One prefix draws the same prompts as before there could be several.
+    assert shared_prefix_requests(tokenizer, 4, 40, 8, 3, random.Random(0), num_prefixes=1) == \
+        shared_prefix_requests(tokenizer, 4, 40, 8, 3, random.Random(0))

@@ -31,6 +31,10 @@ def _ratio(numerator: ResultsFile, numerator_path: str, denominator: ResultsFile
     return numerator.at(numerator_path) / denominator.at(denominator_path)
 
 
+def _difference(minuend: ResultsFile, minuend_path: str, subtrahend: ResultsFile, subtrahend_path: str) -> float:
+    return minuend.at(minuend_path) - subtrahend.at(subtrahend_path)
+
+
 BLOCKS: dict[str, Callable[..., str]] = {
     "roofline-limits": tables.roofline_limits,
     "roofline-bounds": tables.roofline_bounds,
@@ -53,6 +57,7 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "machine": (lambda file: describe_machine(file.machine), "{}"),
     "value": (_value, ""),
     "ratio": (_ratio, "{:.2f}x"),
+    "difference": (_difference, "{:+.2f}"),
     "ttft-speedup": (q.ttft_speedup, "{:.2f}x"),
     "decode-ratio": (q.decode_ratio, "{:.2f}x"),
     "decode-bound": (q.decode_bound_fraction, "{:.0%}"),

@@ -43,8 +43,8 @@ TOKENIZER_DATASETS = ("random", "shared-prefix")
 # Options copied as they are into the settings of --output-json.
 RECORDED_OPTIONS = (
     "base_url", "dataset", "random_input_len", "random_output_len", "random_range_ratio", "shared_prefix_len",
-    "shared_prefix_question_len", "num_prompts", "burstiness", "max_concurrency", "seed", "goodput", "ignore_eos",
-    "timeout_s",
+    "shared_prefix_question_len", "shared_prefix_count", "num_prompts", "burstiness", "max_concurrency", "seed",
+    "goodput", "ignore_eos", "timeout_s", "metrics_url",
 )
 
 
@@ -96,6 +96,10 @@ def add_serve_command(subparsers) -> None:
                         help="give up on a request after this many seconds (default: never)")
     server.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY' with every request (and the "
                         "/v1/models look-up), for a server with tenants or --api-key")
+    server.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                        help="a Prometheus endpoint whose prefix-cache counters are read before and after each rate "
+                        "(the server's /metrics, or each replica's behind a router); repeatable: the run's hit rate "
+                        "sums them all")
 
     tenancy = parser.add_argument_group(
         "tenants", "Several tenants at once, each with its own key, rate and number of requests; results per "
@@ -123,6 +127,8 @@ def add_serve_command(subparsers) -> None:
                       help="tokens of the prefix every prompt shares (shared-prefix dataset)")
     data.add_argument("--shared-prefix-question-len", type=positive_int, default=64,
                       help="tokens of each prompt after the shared prefix")
+    data.add_argument("--shared-prefix-count", type=positive_int, default=1,
+                      help="distinct shared prefixes (documents), taken by the prompts in turn")
     data.add_argument("--seed", type=int, default=0, help="fixes the prompts and the send times")
 
     load = parser.add_argument_group("load")
@@ -157,6 +163,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     from autoglm.bench.serve.client import CompletionTarget
     from autoglm.bench.serve.metrics import aggregate
     from autoglm.bench.serve.runner import run_at_rate
+    from autoglm.bench.serve.server_counters import prefix_cache_report, read_counters
     from autoglm.bench.serve.summary import failure_notes, rate_label, report_document, summary_table, tenants_table
     from autoglm.bench.serve.tenant_metrics import tenant_results
 
@@ -165,12 +172,17 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     targets = [CompletionTarget(args.base_url, model, args.ignore_eos, args.timeout_s, load.api_key,
                                 load.name if args.tenants else None) for load in loads]
     print(f"Benchmarking {model} at {targets[0].url} with {args.dataset} prompts", flush=True)
-    runs, tenants_by_run = [], []
+    runs, tenants_by_run, prefix_caches = [], [], []
     for index, rate in enumerate(rates):
         sends, tenant_rates = _sends(args, tokenizer, loads, targets, rate, index)
         print(f"rate {rate_label(rate)} req/s: sending {len(sends)} requests", flush=True)
+        before = [read_counters(url) for url in args.metrics_url]
         run = run_at_rate(sends, rate, args.max_concurrency)
         runs.append((run, aggregate(run.results, run.duration_s, args.goodput)))
+        if args.metrics_url:
+            prefix_caches.append(prefix_cache_report(args.metrics_url, before,
+                                                     [read_counters(url) for url in args.metrics_url]))
+            print(f"prefix cache hit rate: {_percent(prefix_caches[-1]['hit_rate'])}", flush=True)
         if args.tenants:
             tenants_by_run.append(tenant_results(loads, tenant_rates, run.results, run.duration_s, args.goodput))
     print(summary_table(runs))
@@ -189,13 +201,17 @@ def run_serve_bench(args: argparse.Namespace) -> int:
                             {"name": load.name, "weight": load.weight, "num_prompts": load.num_prompts,
                              "request_rate": None if load.request_rate is None else rate_label(load.request_rate)}
                             for load in loads])
-        write_json(args.output_json, report_document(settings, runs, tenants_by_run or None))
+        write_json(args.output_json, report_document(settings, runs, tenants_by_run or None, prefix_caches or None))
     if args.plot is not None:
         from autoglm.bench.serve.plot import write_plots
 
         for path in write_plots(args.plot, runs):
             print(f"wrote {path}")
     return 1 if notes else 0
+
+
+def _percent(fraction: float | None) -> str:
+    return "n/a (no prompt tokens looked up)" if fraction is None else f"{fraction:.1%}"
 
 
 def _loads(args: argparse.Namespace) -> list[TenantLoad]:
@@ -278,6 +294,7 @@ def _build_requests(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase
     assert tokenizer is not None, "random prompts are drawn with a tokenizer"
     if args.dataset == "shared-prefix":
         return shared_prefix_requests(tokenizer, num_prompts, args.shared_prefix_len,
-                                      args.shared_prefix_question_len, args.random_output_len, rng)
+                                      args.shared_prefix_question_len, args.random_output_len, rng,
+                                      args.shared_prefix_count)
     return random_requests(tokenizer, num_prompts, args.random_input_len, args.random_output_len,
                            args.random_range_ratio, rng)

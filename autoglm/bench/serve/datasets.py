@@ -91,13 +91,17 @@ def random_requests(tokenizer: PreTrainedTokenizerBase, num_prompts: int, input_
 
 
 def shared_prefix_requests(tokenizer: PreTrainedTokenizerBase, num_prompts: int, prefix_len: int,
-                           question_len: int, output_len: int, rng: random.Random) -> list[ServeRequest]:
-    """One random prefix of ``prefix_len`` tokens before every prompt's own random question,
-    the shape of many users asking about one long document: it measures prefix caching."""
+                           question_len: int, output_len: int, rng: random.Random,
+                           num_prefixes: int = 1) -> list[ServeRequest]:
+    """A random prefix of ``prefix_len`` tokens before every prompt's own random question, the shape
+    of many users asking about one long document: it measures prefix caching. With several
+    prefixes (documents), prompts take them in turn, which measures routing them to the replicas
+    that cache them."""
     pool = prompt_token_pool(tokenizer)
-    prefix, reached_prefix_len = fit_text(tokenizer, prefix_len, pool, rng)
+    prefixes = [fit_text(tokenizer, prefix_len, pool, rng) for _ in range(num_prefixes)]
     requests = []
-    for _ in range(num_prompts):
+    for index in range(num_prompts):
+        prefix, reached_prefix_len = prefixes[index % num_prefixes]
         text, length = fit_text(tokenizer, reached_prefix_len + question_len, pool, rng, prefix=prefix)
         requests.append(ServeRequest(text, length, output_len))
     return requests

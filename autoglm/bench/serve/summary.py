@@ -102,10 +102,12 @@ def is_local_server(base_url: str) -> bool:
 
 
 def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]],
-                    tenants_by_run: Sequence[tuple[Sequence[TenantResult], float]] | None = None) -> dict[str, Any]:
+                    tenants_by_run: Sequence[tuple[Sequence[TenantResult], float]] | None = None,
+                    prefix_caches: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Settings, the server's machine when it is this one (None otherwise), each rate's aggregates
-    (and with tenants, each tenant's and the seconds all were backlogged) and every request's raw
-    timings; rates as :func:`rate_label` strings, since JSON has no infinity."""
+    (with tenants, each tenant's and the seconds all were backlogged; with metrics URLs, the servers'
+    prefix-cache counts) and every request's raw timings; rates as :func:`rate_label` strings, since
+    JSON has no infinity."""
     documents = []
     for index, (run, measured) in enumerate(runs):
         document: dict[str, Any] = {"request_rate": rate_label(run.request_rate), "metrics": measured.to_dict()}
@@ -113,6 +115,8 @@ def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, Serv
             tenants, backlogged_s = tenants_by_run[index]
             document["tenants"] = [tenant.to_dict(rate_label(tenant.request_rate)) for tenant in tenants]
             document["backlogged_s"] = backlogged_s
+        if prefix_caches is not None:
+            document["prefix_cache"] = prefix_caches[index]
         document["requests"] = [result.to_dict() for result in run.results]
         documents.append(document)
     return {

@@ -1,0 +1,79 @@
+"""One engine replica on Ray Serve: the server's own FastAPI app, called by the ingress instead of uvicorn.
+
+Every route, error shape and metric is the app's; this class only gives it requests, reports the
+replica's health to Ray (an engine that broke for good, or whose loop stopped, gets the replica
+replaced) and serves the app's metrics registry on a port of its own, so Prometheus scrapes every
+replica. The replica counts as started once its model has loaded, so Ray sends it nothing before.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from prometheus_client import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer
+from ray import serve
+from starlette.types import Message, Scope
+
+from autoglm.config import AutoGLMConfig
+from autoglm.server.app import build_app
+from autoglm.server.ray_serve.asgi_call import call_asgi
+from autoglm.server.state import ServerState
+
+logger = logging.getLogger(__name__)
+
+# Names the replica that answered, for logs and for telling replicas apart from outside.
+REPLICA_HEADER = b"x-autoglm-replica"
+_LOAD_POLL_S = 0.05
+
+
+class EngineReplica:
+    """A deployment class: Ray builds one per replica, in its own process."""
+
+    async def __init__(self, config: AutoGLMConfig) -> None:
+        self._broken = False
+        self._metrics_server: ThreadingWSGIServer | None = None
+        self._lifespan = contextlib.AsyncExitStack()
+        self._app = build_app(config, on_engine_broken=self._mark_broken)
+        self._state: ServerState = self._app.state.server
+        await self._lifespan.enter_async_context(self._app.router.lifespan_context(self._app))
+        await self._wait_until_loaded()
+        context = serve.get_replica_context()
+        self._replica_tag = context.replica_tag.encode()
+        if config.ray_metrics_port is not None:
+            port = config.ray_metrics_port + context.rank.local_rank
+            self._metrics_server, _ = start_http_server(port, addr=config.host, registry=self._state.metrics.registry)
+            logger.info("replica %s serves its metrics on %s:%d", context.replica_tag, config.host, port)
+
+    async def _wait_until_loaded(self) -> None:
+        """Until the app has loaded its model; a failed load fails the replica's start (Ray retries it)."""
+        while not self._state.started:
+            if self._state.load_error is not None:
+                raise RuntimeError(self._state.load_error)
+            await asyncio.sleep(_LOAD_POLL_S)
+
+    def _mark_broken(self) -> None:
+        self._broken = True
+
+    async def handle_http(self, scope: Scope, body: bytes, routing_key: str | None = None) -> AsyncIterator[Message]:
+        """The app's answer to one request, message by message. `routing_key` is for the request router."""
+        async for message in call_asgi(self._app, scope, body):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), (REPLICA_HEADER, self._replica_tag)]}
+            yield message
+
+    def check_health(self) -> None:
+        """Ray replaces a replica whose check raises: an engine broken for good, or one whose loop stopped."""
+        if self._broken:
+            raise RuntimeError("the engine broke for good (a tensor-parallel worker died)")
+        if unready := self._state.router.unready_stables():
+            raise RuntimeError(f"the engine loop of {', '.join(unready)} has stopped")
+
+    async def __del__(self) -> None:
+        """Ray has let the ongoing requests finish (graceful_shutdown_timeout_s is drain_timeout_s)."""
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+        await self._lifespan.aclose()

@@ -1,0 +1,54 @@
+"""``autoglm serve --ray`` keeps the application up until a stop signal, then deletes it so replicas drain."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from autoglm.config import AutoGLMConfig
+from autoglm.server.ray_serve import launch
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list[str]:
+    """Ray and Serve as the launcher calls them, recorded instead of started; signal handlers restored after."""
+    recorded: list[str] = []
+    monkeypatch.setattr(launch.ray, "init", lambda: recorded.append("init"))
+    monkeypatch.setattr(launch.serve, "start", lambda http_options: recorded.append(f"start {http_options}"))
+    monkeypatch.setattr(launch.serve, "run", lambda app, name, route_prefix: recorded.append(f"run {name}"))
+    monkeypatch.setattr(launch.serve, "delete", lambda name: recorded.append(f"delete {name}"))
+    monkeypatch.setattr(launch, "build_application", lambda config: "application")
+    handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in launch.STOP_SIGNALS}
+    yield recorded
+    for stop_signal, handler in handlers.items():
+        signal.signal(stop_signal, handler)
+
+
+def test_a_stop_signal_deletes_the_application(calls):
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    assert launch.run_on_ray(AutoGLMConfig(port=8123)) == 0
+    assert calls == ["init", "start {'host': '127.0.0.1', 'port': 8123}", f"run {launch.APP_NAME}",
+                     f"delete {launch.APP_NAME}"]
+
+
+def test_a_signal_while_deploying_deletes_once_deployed_and_a_second_exits_at_once(calls, monkeypatch):
+    def deploy_interrupted(app, name, route_prefix) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        calls.append(f"run {name}")
+
+    monkeypatch.setattr(launch.serve, "run", deploy_interrupted)
+    assert launch.run_on_ray(AutoGLMConfig()) == 0
+    assert calls[-2:] == [f"run {launch.APP_NAME}", f"delete {launch.APP_NAME}"]
+
+    def deploy_interrupted_twice(app, name, route_prefix) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(launch.serve, "run", deploy_interrupted_twice)
+    with pytest.raises(SystemExit) as exited:
+        launch.run_on_ray(AutoGLMConfig())
+    assert exited.value.code == 128 + signal.SIGTERM

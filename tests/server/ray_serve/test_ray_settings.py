@@ -1,0 +1,66 @@
+"""The Ray Serve settings: how they shape the deployments, where they show, and a clear word when Ray is missing."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from ray.serve import Application
+
+from autoglm.cli import main
+from autoglm.config import AutoGLMConfig, ConfigError
+from autoglm.server.ray_serve import app_builder
+from autoglm.server.ray_serve.application import engine_options, replica_count_options
+from autoglm.server.ray_serve.request_router import PrefixAffinityRouter
+from tests.test_cli import option_strings, subcommand
+
+RAY_FLAGS = {"--ray", "--ray-min-replicas", "--ray-max-replicas", "--ray-target-ongoing-requests",
+             "--ray-prefix-routing", "--ray-prefix-routing-chars", "--ray-metrics-port", "--ray-num-gpus"}
+
+
+def test_equal_bounds_fix_the_replica_count_and_others_autoscale_on_ongoing_requests():
+    assert replica_count_options(AutoGLMConfig(ray_min_replicas=3, ray_max_replicas=3)) == {"num_replicas": 3}
+    autoscaled = replica_count_options(AutoGLMConfig(ray_max_replicas=4, max_num_seqs=8))
+    assert autoscaled == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 8}}
+    given = replica_count_options(AutoGLMConfig(ray_max_replicas=4, ray_target_ongoing_requests=2.5))
+    assert given["autoscaling_config"]["target_ongoing_requests"] == 2.5
+
+
+def test_more_fewest_than_most_replicas_is_refused_naming_both():
+    with pytest.raises(ConfigError, match=r"ray_max_replicas: got 2 .* must be at least ray_min_replicas \(3\)"):
+        AutoGLMConfig(ray_min_replicas=3, ray_max_replicas=2)
+
+
+def test_a_replica_takes_what_its_engine_runs_and_queues_and_drains_like_the_server():
+    options = engine_options(AutoGLMConfig(num_threads=2, max_num_seqs=8, max_waiting_requests=24,
+                                           drain_timeout_s=12, ray_num_gpus=0.5))
+    assert options["ray_actor_options"] == {"num_cpus": 2, "num_gpus": 0.5}
+    assert options["max_ongoing_requests"] == 32
+    assert options["graceful_shutdown_timeout_s"] == 12
+    assert engine_options(AutoGLMConfig())["ray_actor_options"]["num_cpus"] == 1
+
+
+def test_prefix_routing_uses_the_prefix_router_and_off_leaves_rays_default():
+    router = engine_options(AutoGLMConfig(max_num_seqs=6))["request_router_config"]
+    assert router.request_router_class == f"{PrefixAffinityRouter.__module__}.{PrefixAffinityRouter.__name__}"
+    assert router.request_router_kwargs == {"busy_requests": 6}
+    assert "request_router_config" not in engine_options(AutoGLMConfig(ray_prefix_routing=False))
+
+
+def test_serve_run_builder_reads_settings_from_its_arguments_and_a_file(tmp_path):
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("max_num_seqs: 4\n")
+    assert isinstance(app_builder({"config": str(settings), "ray_max_replicas": "2"}), Application)
+    with pytest.raises(ConfigError, match="unknown setting 'ray_replicas'"):
+        app_builder({"ray_replicas": "2"})
+
+
+def test_only_serve_lists_the_ray_flags():
+    assert RAY_FLAGS <= option_strings(subcommand(["serve"]))
+    assert not RAY_FLAGS & option_strings(subcommand(["generate"]))
+
+
+def test_serve_on_ray_without_ray_says_how_to_install_it(monkeypatch, capsys):
+    for module in ("ray", "ray.serve"):
+        monkeypatch.setitem(sys.modules, module, None)
+    assert main(["serve", "--ray"]) == 2
+    assert "serving on Ray needs Ray Serve: pip install 'open-autoglm[ray]'" in capsys.readouterr().err
