@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import socket
 
 import pytest
 
@@ -17,7 +16,7 @@ from autoglm.bench.tenants.tenants_file import UNREACHED_LIMITS, write_bench_ten
 from autoglm.server.tenants.file import load_tenants_file
 from autoglm.server.tenants.keys import hash_key
 from tests.bench.test_docs_figures import CPU
-from tests.server.live_server import free_port, make_chat_model
+from tests.server.live_server import free_port_pair, make_chat_model
 
 
 def phase(output_throughput: float, tenants: list[tuple[str, float, float, float]] = (),
@@ -91,24 +90,13 @@ def test_weights_are_two_positive_numbers(text):
         _weights(text)
 
 
-def two_free_ports() -> int:
-    """A port that is free, and the next one too: the bench's two servers take both."""
-    while True:
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-
 
 @pytest.mark.slow
 def test_the_bench_runs_end_to_end_on_a_tiny_model(tmp_path, capsys):
     """Two real servers, alternating throughput rounds, then fairness and flood on the keyed one: one results file."""
     model = make_chat_model(tmp_path / "model")
     out = tmp_path / "tenants.json"
-    status = main(["tenants", "--model", str(model), "--port", str(two_free_ports()), "--input-len", "8",
+    status = main(["tenants", "--model", str(model), "--port", str(free_port_pair()), "--input-len", "8",
                    "--output-len", "4", "--overhead-prompts", "6", "--rounds", "2", "--backlog-prompts", "6",
                    "--flood-prompts", "6", "--victim-prompts", "2", "--victim-rate", "20", "--victim-delay-s", "0.1",
                    "--max-num-seqs", "2", "--serve-args", "--max-context-len 64 --kv-cache-memory 4MiB",

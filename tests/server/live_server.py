@@ -50,6 +50,18 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def free_port_pair() -> int:
+    """A free port whose next one is free too, for a command that takes the port it is given and the one after."""
+    while True:
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
 @dataclass
 class RunningServer:
     url: str

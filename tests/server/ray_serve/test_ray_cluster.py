@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from dataclasses import dataclass
 
@@ -23,7 +22,8 @@ from autoglm.config import AutoGLMConfig
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 from autoglm.server.ray_serve.application import ENGINE_DEPLOYMENT, build_application
 from autoglm.server.ray_serve.engine_replica import REPLICA_HEADER
-from tests.server.live_server import BASE_SETTINGS, free_port, scrape_metrics, start_server, wait_until
+from tests.server.live_server import (BASE_SETTINGS, free_port, free_port_pair, scrape_metrics, start_server,
+                                      wait_until)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -50,17 +50,6 @@ class RayServe:
     def client(self, url: str | None = None) -> AsyncOpenAI:
         return AsyncOpenAI(base_url=(url or self.url) + "/v1", api_key="unused", max_retries=0, timeout=120)
 
-
-def free_port_pair() -> int:
-    """A port that is free with the one after it (each replica's metrics port is the setting plus its rank)."""
-    while True:
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
 
 
 @pytest.fixture(scope="module")
