@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from autoglm.user_data import user_cache_dir
+
 CACHE_ENV = "AUTOGLM_KERNEL_CACHE"
 KEY_LENGTH = 16  # hex digits of the hash in folder names
 
@@ -64,8 +66,7 @@ def kernel_cache_root() -> Path:
     """``$AUTOGLM_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/autoglm/kernels``, else ``~/.cache/autoglm/kernels``."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
-    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache_home) / "autoglm" / "kernels"
+    return user_cache_dir() / "kernels"
 
 
 def compiler() -> str:

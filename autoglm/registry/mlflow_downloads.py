@@ -3,7 +3,6 @@ the SHA-256 recorded when it was registered before it appears where the engine l
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,6 +11,7 @@ from urllib.parse import quote
 
 from autoglm.registry.base import ModelVersion, verify_checksum
 from autoglm.registry.errors import ChecksumMismatchError
+from autoglm.user_data import user_cache_dir
 
 _STORE_KEY_CHARS = 16
 _CHECKSUM_KEY_CHARS = 16
@@ -19,8 +19,7 @@ _CHECKSUM_KEY_CHARS = 16
 
 def default_download_root() -> Path:
     """``$XDG_CACHE_HOME/autoglm/mlflow``, else ``~/.cache/autoglm/mlflow``."""
-    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache_home) / "autoglm" / "mlflow"
+    return user_cache_dir() / "mlflow"
 
 
 def download_folder(root: Path, tracking_uri: str, name: str, version: str, sha256: str) -> Path:
