@@ -45,6 +45,9 @@ def _rank_main(rank: int, world_size: int, rendezvous: str, results: str, functi
     try:
         init_tensor_parallel(rank, world_size)
         torch.save(function(*args), Path(results) / f"{rank}.pt")
+        # Every rank done before any tears the group down: a rank that left while its peer was still
+        # in gloo's last exchange has been seen to abort the peer ("terminate called without an active exception").
+        dist.barrier()
     finally:
         destroy_tensor_parallel()
         dist.destroy_process_group()
