@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.structured_outputs import StructuredOutputsParams
 
 MAX_N = 16
 MAX_LOGPROBS = 20
@@ -58,6 +59,7 @@ class SamplingParams:
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     output_kind: RequestOutputKind = RequestOutputKind.DELTA
+    structured_outputs: StructuredOutputsParams | None = None  # what the output must match (a grammar)
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -88,6 +90,9 @@ class SamplingParams:
             _require(isinstance(getattr(self, name), bool), name, "a bool", getattr(self, name))
         kinds = " or ".join(f"RequestOutputKind.{kind.name}" for kind in RequestOutputKind)
         _require(isinstance(self.output_kind, RequestOutputKind), "output_kind", kinds, self.output_kind)
+        constraint = self.structured_outputs
+        _require(constraint is None or isinstance(constraint, StructuredOutputsParams), "structured_outputs",
+                 "a StructuredOutputsParams or None", constraint)
 
     def _check_ranges(self) -> None:
         _require(1 <= self.n <= MAX_N, "n", f"in [1, {MAX_N}]", self.n)
