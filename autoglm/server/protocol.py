@@ -42,9 +42,10 @@ class APIModel(BaseModel):
         if path is not None:
             raise PydanticCustomError(INVALID_TEXT, "text holds a lone surrogate", {"path": path})
         if isinstance(data, dict):
+            known = [field.alias or name for name, field in cls.model_fields.items()]
             for name in data:
-                if name not in cls.model_fields:
-                    closest = difflib.get_close_matches(str(name), list(cls.model_fields), n=1)
+                if name not in known:
+                    closest = difflib.get_close_matches(str(name), known, n=1)
                     raise PydanticCustomError(UNKNOWN_FIELD, "unknown parameter '{field}'",
                                               {"field": name, "closest": closest[0] if closest else None})
         return data
@@ -78,6 +79,39 @@ class StreamOptions(APIModel):
     include_obfuscation: bool | None = None  # not implemented: see unsupported.py
 
 
+class JSONSchemaFormat(APIModel):
+    """OpenAI's ``response_format.json_schema``. Without a schema the answer is any JSON value;
+    the schema is always enforced, so ``strict`` changes nothing."""
+
+    name: str
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")  # `schema` would shadow BaseModel's
+    strict: bool | None = None
+
+
+class ResponseFormat(APIModel):
+    """OpenAI's ``response_format``: plain text, any JSON object, or JSON matching a schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise InvalidRequestError("json_schema must be given when type is 'json_schema', and only then")
+        return self
+
+
+class StructuredOutputsField(APIModel):
+    """vLLM's ``structured_outputs`` extra: exactly one of these (checked by StructuredOutputsParams)."""
+
+    json_: dict[str, Any] | str | None = Field(default=None, alias="json")  # `json` would shadow BaseModel's
+    json_object: bool | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+
+
 class GenerationRequest(APIModel):
     """Fields that completions and chat completions share. None means the default."""
 
@@ -103,6 +137,16 @@ class GenerationRequest(APIModel):
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     logit_bias: dict[str, float] | None = None  # OpenAI's JSON keys token ids as strings
+    # What the output must match: OpenAI's response_format (vLLM takes it on completions too), vLLM's
+    # structured_outputs, or the guided_* names vLLM had before it (see output_constraints.py).
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsField | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+    guided_decoding_backend: str | None = None  # accepted where it names what we use: see unsupported.py
+    guided_whitespace_pattern: str | None = None  # not implemented: see unsupported.py
 
     @property
     def include_usage(self) -> bool:
@@ -175,7 +219,6 @@ class ChatCompletionRequest(GenerationRequest):
     prediction: dict[str, Any] | None = None
     prompt_cache_retention: str | None = None
     reasoning_effort: str | None = None
-    response_format: dict[str, Any] | None = None
     service_tier: str | None = None
     store: bool | None = None
     tool_choice: str | dict[str, Any] | None = None

@@ -7,6 +7,7 @@ from typing import Any
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.errors import APIError
+from autoglm.server.output_constraints import OutputConstraint
 from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest, GenerationRequest
 
 # Request fields that carry over to SamplingParams under the same name when given.
@@ -17,8 +18,10 @@ _SHARED_FIELDS = (
 )
 
 
-def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_sequences: int) -> SamplingParams:
-    """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too.
+def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_sequences: int,
+                               constraint: OutputConstraint | None) -> SamplingParams:
+    """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too. `constraint`
+    is what the output must match (from ``requested_constraint``).
 
     ``best_of`` candidates are generated per prompt and ranked by cumulative log-prob, so the engine
     records log-probs for them even when the request does not ask to see any.
@@ -35,7 +38,7 @@ def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_
     prompt_logprobs = request.logprobs if request.echo else None
     request_names = {"prompt_logprobs": "logprobs", "n": "best_of" if best_of > request.n else "n"}
     return _build(request, {"n": best_of, "max_tokens": request.max_tokens, "logprobs": logprobs,
-                            "prompt_logprobs": prompt_logprobs}, request_names, vocab_size)
+                            "prompt_logprobs": prompt_logprobs}, request_names, vocab_size, constraint)
 
 
 def num_candidates(request: CompletionRequest) -> int:
@@ -43,8 +46,10 @@ def num_candidates(request: CompletionRequest) -> int:
     return request.n if request.best_of is None else request.best_of
 
 
-def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_sequences: int) -> SamplingParams:
-    """``logprobs: true`` turns log-probs on; ``top_logprobs: N`` adds N alternatives per token."""
+def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_sequences: int,
+                         constraint: OutputConstraint | None) -> SamplingParams:
+    """``logprobs: true`` turns log-probs on; ``top_logprobs: N`` adds N alternatives per token. `constraint`
+    is what the output must match (from ``requested_constraint``)."""
     _check_sequence_count(1, request.n, "n", max_sequences)
     if request.top_logprobs is not None and not request.logprobs:
         raise APIError(HTTPStatus.BAD_REQUEST, "top_logprobs needs logprobs set to true", param="top_logprobs",
@@ -55,7 +60,7 @@ def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_se
     request_names = {"logprobs": "top_logprobs"}
     if use_completion_tokens:
         request_names["max_tokens"] = "max_completion_tokens"
-    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, vocab_size)
+    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, vocab_size, constraint)
 
 
 def _check_sequence_count(num_prompts: int, per_prompt: int, per_prompt_name: str, max_sequences: int) -> None:
@@ -72,10 +77,11 @@ def _check_sequence_count(num_prompts: int, per_prompt: int, per_prompt_name: st
 
 
 def _build(request: GenerationRequest, specific: dict[str, Any], request_names: dict[str, str],
-           vocab_size: int) -> SamplingParams:
+           vocab_size: int, constraint: OutputConstraint | None) -> SamplingParams:
     """SamplingParams from the shared fields plus `specific`; a bad value is a 400 naming its field."""
     fields = {name: getattr(request, name) for name in _SHARED_FIELDS if getattr(request, name) is not None}
-    fields.update(specific, logit_bias=_logit_bias(request.logit_bias))
+    fields.update(specific, logit_bias=_logit_bias(request.logit_bias),
+                  structured_outputs=constraint.params if constraint is not None else None)
     try:
         params = SamplingParams(**fields)
         params.check_vocab(vocab_size)

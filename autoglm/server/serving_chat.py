@@ -13,6 +13,7 @@ from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_tex
 from autoglm.outputs import PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
+from autoglm.server.output_constraints import compile_grammar, requested_constraint
 from autoglm.server.protocol import ChatCompletionRequest, ChatMessage
 from autoglm.server.responses import (
     AssistantMessage,
@@ -68,8 +69,10 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
+        constraint = requested_constraint(body)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
-                                      state.config.max_sequences_per_request)
+                                      state.config.max_sequences_per_request, constraint)
+        await compile_grammar(engine.engine, constraint)
         token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
         tracker.on_tokens = await admit_generation(raw, len(token_ids))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None

@@ -10,6 +10,7 @@ from autoglm.engine.llm_engine import Prompt
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.logprobs import completion_logprobs, token_decoder
+from autoglm.server.output_constraints import compile_grammar, requested_constraint
 from autoglm.server.protocol import CompletionRequest
 from autoglm.server.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
 from autoglm.server.sampling import completion_sampling_params
@@ -29,8 +30,10 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
+        constraint = requested_constraint(body)
         params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
-                                            state.config.max_sequences_per_request)
+                                            state.config.max_sequences_per_request, constraint)
+        await compile_grammar(engine.engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)
         tracker.on_tokens = await admit_generation(raw, sum(len(prompt.token_ids) for prompt in prompts))
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, body.echo,

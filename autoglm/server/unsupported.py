@@ -29,6 +29,8 @@ class UnimplementedField:
 UNIMPLEMENTED_FIELDS = (
     UnimplementedField("suffix", (None, "")),
     UnimplementedField("stream_options.include_obfuscation", (None, False)),
+    UnimplementedField("guided_decoding_backend", (None, "auto", "xgrammar")),  # xgrammar is the one we use
+    UnimplementedField("guided_whitespace_pattern", (None,)),
     UnimplementedField("audio", (None,)),
     UnimplementedField("function_call", (None, "none", "auto")),  # "auto" with no functions is "none"
     UnimplementedField("functions", (None, [])),
@@ -36,7 +38,6 @@ UNIMPLEMENTED_FIELDS = (
     UnimplementedField("prediction", (None,)),
     UnimplementedField("prompt_cache_retention", (None, "in_memory")),
     UnimplementedField("reasoning_effort", (None,)),
-    UnimplementedField("response_format", (None, {"type": "text"})),
     UnimplementedField("service_tier", (None, "auto", "default")),
     UnimplementedField("store", (None, False)),
     UnimplementedField("tool_choice", (None, "none", "auto")),  # "auto" with no tools is "none"

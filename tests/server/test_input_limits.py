@@ -84,8 +84,8 @@ def test_a_request_past_max_sequences_per_request_is_refused_naming_the_cap(serv
 
 def test_chat_n_counts_against_the_cap():
     request = ChatCompletionRequest(messages=[{"role": "user", "content": "Hi"}], n=8)
-    assert chat_sampling_params(request, TINY_VOCAB, max_sequences=8).n == 8
+    assert chat_sampling_params(request, TINY_VOCAB, max_sequences=8, constraint=None).n == 8
     with pytest.raises(APIError) as caught:
-        chat_sampling_params(request, TINY_VOCAB, max_sequences=4)
+        chat_sampling_params(request, TINY_VOCAB, max_sequences=4, constraint=None)
     assert caught.value.status == 400 and caught.value.body.error.param == "n"
     assert "would create 8 sequences (1 prompt x n=8)" in caught.value.body.error.message

@@ -44,7 +44,8 @@ def test_unknown_fields_are_400_naming_them_and_the_closest_known_name(server, p
     ("/v1/completions", "stream_options", {"include_obfuscation": True}),
     ("/v1/chat/completions", "tools", [{"type": "function", "function": {"name": "f"}}]),
     ("/v1/chat/completions", "tool_choice", "required"),
-    ("/v1/chat/completions", "response_format", {"type": "json_object"}),
+    ("/v1/completions", "guided_decoding_backend", "outlines"),
+    ("/v1/chat/completions", "guided_whitespace_pattern", "[ ]?"),
     ("/v1/chat/completions", "functions", [{"name": "f"}]),
     ("/v1/chat/completions", "function_call", {"name": "f"}),
     ("/v1/chat/completions", "audio", {"voice": "alloy", "format": "wav"}),
@@ -75,7 +76,8 @@ def test_unimplemented_fields_at_values_that_ask_for_nothing_are_accepted(server
         stream_options=None, **GREEDY)
     assert chat.choices[0].finish_reason == "length"
     completion = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, suffix="", best_of=1,
-                                           user="u1", **GREEDY)
+                                           user="u1", temperature=0,
+                                           extra_body={"ignore_eos": True, "guided_decoding_backend": "xgrammar"})
     assert completion.choices[0].finish_reason == "length"
     streamed = post(server, "/v1/completions", json={
         "prompt": PROMPT, "max_tokens": 2, "stream": True, "suffix": None,

@@ -55,9 +55,21 @@ BASE = {"prompt": "Hi", "temperature": 0, "max_tokens": 8}
     {"repetition_penalty": 1.2}, {"stop": "x"}, {"n": 2}, {"best_of": 2}, {"logprobs": 2}, {"echo": True},
     {"ignore_eos": True}, {"min_tokens": 2}, {"stop_token_ids": [3]}, {"skip_special_tokens": False},
     {"include_stop_str_in_output": True}, {"logit_bias": {"5": 1.0}},
+    {"response_format": {"type": "json_object"}},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "integer"}}}},
+    {"structured_outputs": {"regex": "[a-z]+"}}, {"guided_regex": "[a-z]+"}, {"guided_json": {"type": "integer"}},
+    {"guided_choice": ["yes", "no"]}, {"guided_grammar": 'root ::= "a"'},
 ])
 def test_every_field_that_changes_the_answer_changes_the_key(change):
     assert key({**BASE, **change}) != key(BASE)
+
+
+def test_each_output_constraint_has_keys_of_its_own():
+    def schema_key(schema: dict[str, object]) -> str:
+        return key({**BASE, "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}})
+
+    assert schema_key({"type": "integer"}) != schema_key({"type": "string"})
+    assert key({**BASE, "guided_regex": "a+"}) != key({**BASE, "guided_regex": "b+"})
 
 
 @pytest.mark.parametrize("change", [
