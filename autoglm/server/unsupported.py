@@ -39,8 +39,6 @@ UNIMPLEMENTED_FIELDS = (
     UnimplementedField("response_format", (None, {"type": "text"})),
     UnimplementedField("service_tier", (None, "auto", "default")),
     UnimplementedField("store", (None, False)),
-    UnimplementedField("tool_choice", (None, "none", "auto")),  # "auto" with no tools is "none"
-    UnimplementedField("tools", (None, [])),
     UnimplementedField("verbosity", (None, "medium")),
     UnimplementedField("web_search_options", (None,)),
 )
