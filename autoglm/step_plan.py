@@ -71,6 +71,9 @@ class StepPlan:
     prompt_scoring: list[PromptScoring] = field(default_factory=list)
     deferred_positions: list[int] = field(default_factory=list)  # placeholder tokens to fill on the device
     deferred_sources: list[int] = field(default_factory=list)  # the previous step's sampled row for each
+    # int32 [len(sampling), ceil(vocab / 32)]: bit t % 32 of word t // 32 set where a sampled row may
+    # take token t (every bit, for a row without a grammar); None when no row has a grammar.
+    token_bitmask: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):
@@ -79,6 +82,9 @@ class StepPlan:
         if len(self.deferred_positions) != len(self.deferred_sources):
             raise ValueError(f"deferred_positions ({len(self.deferred_positions)}) and deferred_sources "
                              f"({len(self.deferred_sources)}) must pair up")
+        if self.token_bitmask is not None and self.token_bitmask.shape[0] != len(self.sampling):
+            raise ValueError(f"token_bitmask has {self.token_bitmask.shape[0]} rows but there are "
+                             f"{len(self.sampling)} sampled rows; give one row per sampled row")
 
     @property
     def num_tokens(self) -> int:

@@ -18,14 +18,15 @@ DRAWS = 4000
 REPEATS = [1, 2, 1]
 
 
-def build(params, prompts=None, outputs=None, eos_token_ids=(), vocab_size=5):
+def build(params, prompts=None, outputs=None, eos_token_ids=(), vocab_size=5, token_bitmask=None):
     """The sampling batch of rows with these settings and histories, as the engine plans them."""
     rows = len(params)
     prompts, outputs = prompts or [[] for _ in range(rows)], outputs or [[] for _ in range(rows)]
     seqs = [Sequence(request_id="r", index=0, token_ids=prompt + output, num_prompt_tokens=len(prompt), params=p,
                      max_tokens=16, arrival_time=0.0, seed=sequence_seed(p))
             for p, prompt, output in zip(params, prompts, outputs)]
-    return SamplingBatch.build([row_sampling(seq, set(eos_token_ids)) for seq in seqs], vocab_size, CPU)
+    return SamplingBatch.build([row_sampling(seq, set(eos_token_ids)) for seq in seqs], vocab_size, CPU,
+                               token_bitmask)
 
 
 def sequence_seed(params: SamplingParams) -> int:
@@ -266,3 +267,41 @@ def test_ranks_of_sampled_tokens_match_a_full_log_softmax():
     assert torch.equal(output.ranks, (raw > chosen).sum(dim=-1) + 1)
     forced = Sampler()(logits[:1], build([SamplingParams(logit_bias={8: 100}, logprobs=0)], vocab_size=300))
     assert forced.token_ids.item() == 8 and forced.ranks.item() == (raw[0] > raw[0, 8]).sum().item() + 1
+
+
+def bitmask(allowed_per_row: list[set[int] | None], vocab_size: int) -> torch.Tensor:
+    """The plan's int32 bitmask: token t at bit t % 32 of word t // 32; None rows allow every token."""
+    words = torch.zeros(len(allowed_per_row), -(-vocab_size // 32), dtype=torch.int64)
+    for row, allowed in enumerate(allowed_per_row):
+        for token in range(vocab_size) if allowed is None else allowed:
+            words[row, token // 32] |= 1 << (token % 32)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # the same bits as int32
+
+
+def test_a_grammar_bitmask_limits_greedy_and_random_rows_to_its_tokens():
+    vocab = 70  # three words; token 31 is an int32's sign bit, 64 and 69 sit in a partial last word
+    allowed = {3, 31, 64, 69}
+    torch.manual_seed(0)
+    logits = torch.randn(4, vocab)
+    params = [SamplingParams(temperature=0), SamplingParams(temperature=1.0, seed=5)] * 2
+    picked = Sampler()(logits, build(params, vocab_size=vocab,
+                                     token_bitmask=bitmask([allowed, allowed, None, None], vocab))).token_ids.tolist()
+    free = Sampler()(logits, build(params, vocab_size=vocab)).token_ids.tolist()
+    assert picked[0] == max(allowed, key=lambda token: logits[0, token])
+    assert picked[1] in allowed
+    assert picked[2:] == free[2:], "rows whose mask allows everything pick as if there were no mask"
+
+
+def test_every_token_a_grammar_allows_can_be_drawn_and_no_other():
+    allowed = {0, 2, 4}
+    params = [SamplingParams(temperature=1.0, seed=seed) for seed in range(DRAWS)]
+    batch = build(params, token_bitmask=bitmask([allowed] * DRAWS, len(LOGITS)))
+    assert set(Sampler()(torch.tensor([LOGITS] * DRAWS), batch).token_ids.tolist()) == allowed
+
+
+def test_logprobs_under_a_grammar_stay_those_of_the_raw_logits():
+    batch = build([SamplingParams(temperature=0, logprobs=2)], token_bitmask=bitmask([{3}], len(LOGITS)))
+    out = Sampler()(torch.tensor([LOGITS]), batch)
+    assert out.token_ids.tolist() == [3]
+    assert out.logprobs.tolist() == pytest.approx([math.log(PROBS[3])], abs=1e-6)
+    assert out.top_token_ids.tolist() == [[1, 2]]  # the model's own favourites, masked or not

@@ -24,12 +24,14 @@ from autoglm.engine.scheduler import ScheduledBatch, Scheduler
 from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
+from autoglm.engine.structured_output import GrammarCache
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
+from autoglm.structured_outputs import StructuredOutputsParams
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class LLMEngine:
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
         self.request_seeds = random.Random(config.seed)
+        self.grammars = GrammarCache(self.tokenizer, self.model_config.vocab_size, self.eos_token_ids)
         self.requests: dict[str, RequestState] = {}
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
@@ -116,6 +119,13 @@ class LLMEngine:
             self._workers.add_broken_listener(listener)
 
     # ---- requests -------------------------------------------------------------------
+    def compile_grammar(self, constraint: StructuredOutputsParams) -> None:
+        """Compile ``constraint`` into the engine's grammar cache; a schema, regex or grammar that does
+        not compile raises InvalidRequestError naming it. Thread-safe and slow on a miss (the first
+        call also loads xgrammar), so the server calls it on a worker thread before it submits a
+        request, whose ``add_request`` then finds it cached."""
+        self.grammars.compile(constraint)
+
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None) -> None:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed.
@@ -136,6 +146,7 @@ class LLMEngine:
                 f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
                 f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
+        constraint = params.structured_outputs  # compiled by new_state below, a cache hit if the server did it
         arrival = time.time() if arrival_time is None else arrival_time
         cache_salt = b"" if tenant is None else salt_bytes(tenant.salt)
         seqs: list[Sequence] = []
@@ -144,6 +155,7 @@ class LLMEngine:
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority, tenant=tenant,
                 cache_salt=cache_salt, seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
+                grammar=None if constraint is None else self.grammars.new_state(constraint),
             ))
         state = RequestState(
             request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
@@ -315,6 +327,8 @@ class LLMEngine:
         seq, params = completion.seq, state.params
         token_id = sampled.token_id
         seq.token_ids.append(token_id)
+        if seq.grammar is not None:
+            seq.grammar.accept(token_id)
         self.generation_tokens_total += 1
         if state.metrics.first_token_time is None:
             state.metrics.first_token_time = now
@@ -333,6 +347,8 @@ class LLMEngine:
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:
+        if seq.grammar is not None and seq.grammar.is_terminated:  # it took its stop token, ignore_eos or not
+            return "stop", None
         if seq.num_output_tokens >= params.min_tokens:
             if token_id in params.stop_token_ids:
                 return "stop", token_id

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autoglm.engine.sequence import Sequence
+from autoglm.engine.structured_output import build_token_bitmask
 from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
 
 
@@ -66,6 +67,7 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
         sample_tokens=sample_tokens,
         sampling=sampling,
         prompt_scoring=prompt_scoring,
+        token_bitmask=build_token_bitmask([seq.grammar for seq in sampled_seqs]),
     )
     return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
 
@@ -73,10 +75,13 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
 def row_sampling(seq: Sequence, eos_token_ids: set[int]) -> RowSampling:
     """The sequence's sampling settings as plain values for its next token.
 
-    Every draw derives from the sequence's seed and its draw count, never from a global RNG.
+    Every draw derives from the sequence's seed and its draw count, never from a global RNG. A
+    sequence with a grammar is not held back by min_tokens: its grammar alone says where it may
+    end, and banning the one token a complete grammar allows would leave nothing to sample.
     """
     params = seq.params
-    banned = (*eos_token_ids, *params.stop_token_ids) if seq.num_output_tokens < params.min_tokens else ()
+    short = seq.num_output_tokens < params.min_tokens and seq.grammar is None
+    banned = (*eos_token_ids, *params.stop_token_ids) if short else ()
     repetition = params.repetition_penalty != 1.0
     output_penalty = repetition or params.frequency_penalty != 0.0 or params.presence_penalty != 0.0
     return RowSampling(

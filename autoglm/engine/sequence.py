@@ -6,6 +6,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from autoglm.engine.structured_output import GrammarState
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 
@@ -50,6 +51,9 @@ class Sequence:
     Of a request's n completions the first reads the prompt; the others (``parent`` set)
     join once it has, taking its prompt blocks rather than computing them again. Only the
     first scores the prompt when prompt logprobs are asked for.
+
+    A constrained sequence's ``grammar`` has accepted exactly its output tokens: a preemption
+    keeps both, so recompute goes on from the same place in the grammar.
     """
 
     request_id: str
@@ -71,6 +75,7 @@ class Sequence:
     num_preemptions: int = 0
     seed: int = 0  # every draw of this completion derives from it (see the engine's _sequence_seed)
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
+    grammar: GrammarState | None = field(default=None, repr=False)  # what its output must match; None: free
     queued_step: int | None = None  # scheduler step at which the request was first queued
     seq_id: int = field(default_factory=lambda: next(_sequence_counter))
     needs_prompt_logprobs: bool = field(init=False)  # prompt positions are still to be scored

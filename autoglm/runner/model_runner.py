@@ -11,7 +11,7 @@ from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, 
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.step_output import ScoredPrompt, StepOutput
-from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+from autoglm.step_plan import PromptScoring, StepPlan
 
 
 class ModelRunner:
@@ -59,7 +59,7 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden[logit_tokens])
         with profiler.phase(SAMPLE):
             num_scored = len(logit_tokens) - len(plan.sample_tokens)
-            output = self._sample(logits[num_scored:], plan.sampling) if plan.sampling else StepOutput()
+            output = self._sample(logits[num_scored:], plan) if plan.sampling else StepOutput()
             first = 0
             for scoring in plan.prompt_scoring:
                 count = len(scoring.target_token_ids)
@@ -77,8 +77,9 @@ class ModelRunner:
             input_ids[torch.tensor(plan.deferred_positions, device=self.device)] = self._last_sampled[sources]
         return input_ids
 
-    def _sample(self, logits: torch.Tensor, rows: list[RowSampling]) -> StepOutput:
-        out = self.sampler(logits, SamplingBatch.build(rows, self.vocab_size, self.device))
+    def _sample(self, logits: torch.Tensor, plan: StepPlan) -> StepOutput:
+        batch = SamplingBatch.build(plan.sampling, self.vocab_size, self.device, plan.token_bitmask)
+        out = self.sampler(logits, batch)
         self._last_sampled = out.token_ids
         return StepOutput(
             token_ids=out.token_ids.tolist(),

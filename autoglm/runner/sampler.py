@@ -37,9 +37,12 @@ class SamplingBatch:
     logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
     draw_seeds: dict[int, int]  # each sampled row: the seed of this row's draw
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
+    allowed_tokens: torch.Tensor | None = None  # [N, V] bool: what each row's grammar allows; None: no grammar
 
     @classmethod
-    def build(cls, rows: list[RowSampling], vocab_size: int, device: torch.device) -> "SamplingBatch":
+    def build(cls, rows: list[RowSampling], vocab_size: int, device: torch.device,
+              token_bitmask: torch.Tensor | None = None) -> "SamplingBatch":
+        """``token_bitmask`` is the plan's (see :attr:`StepPlan.token_bitmask`)."""
         num_rows = len(rows)
         sampled = [not p.greedy for p in rows]
 
@@ -85,6 +88,7 @@ class SamplingBatch:
             logit_bias=_logit_bias(rows, device),
             draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
+            allowed_tokens=None if token_bitmask is None else _unpack_bitmask(token_bitmask.to(device), vocab_size),
         )
 
 
@@ -103,8 +107,8 @@ class Sampler:
     """Applies each row's constraints and penalties to the logits, then picks its token.
 
     Log-probs come from the unmodified logits, as vLLM reports them by default (its
-    ``raw_logprobs``): they describe what the model predicted, before logit_bias, penalties and
-    temperature reshaped the distribution.
+    ``raw_logprobs``): they describe what the model predicted, before a grammar, logit_bias,
+    penalties and temperature reshaped the distribution.
     """
 
     def __call__(self, logits: torch.Tensor, batch: SamplingBatch) -> SamplerOutput:
@@ -114,7 +118,8 @@ class Sampler:
                 f"batch, got {list(logits.shape)}"
             )
         logits = logits.float()
-        shaped = _apply_penalties(_apply_logit_bias(_apply_min_tokens(logits, batch), batch), batch)
+        constrained = _apply_grammar(logits, batch)
+        shaped = _apply_penalties(_apply_logit_bias(_apply_min_tokens(constrained, batch), batch), batch)
         token_ids = _sample(shaped, batch)
         if batch.max_num_logprobs is None:  # a pass over [N, vocab] saved when nobody reads it
             return SamplerOutput(token_ids, None, None, None, None)
@@ -183,6 +188,21 @@ def _apply_top_k_top_p(
         removed |= (mass_before >= top_p.unsqueeze(1)) & (top_p < 1).unsqueeze(1)
     removed_in_vocab_order = torch.zeros_like(removed).scatter(1, sorted_ids, removed)
     return logits.masked_fill(removed_in_vocab_order, float("-inf"))
+
+
+def _apply_grammar(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Tokens a row's grammar forbids are masked out before anything else, greedy rows included, so
+    no later stage can bring one back; rows without a grammar allow every token."""
+    if batch.allowed_tokens is None:
+        return logits
+    return logits.masked_fill(~batch.allowed_tokens, float("-inf"))
+
+
+def _unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """int32 [N, ceil(V / 32)] to bool [N, V]: token t is bit t % 32 of word t // 32."""
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
+    return bits.flatten(1)[:, :vocab_size].bool()
 
 
 def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:

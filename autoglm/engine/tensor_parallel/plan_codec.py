@@ -2,7 +2,8 @@
 
 A fixed-size header says what follows and how long it is; the payload then holds every field of
 the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
-sampling settings column by column (floats as the bits of float64, so they come back exactly).
+sampling settings column by column (floats as the bits of float64, so they come back exactly), and
+the token bitmask, if any.
 No Python object is pickled: a worker reads numbers it knows how to place.
 """
 from __future__ import annotations
@@ -131,6 +132,10 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
         out.ragged([list(getattr(row, name)) for row in rows])
     out.ragged([list(row.logit_bias) for row in rows])
     out.floats([bias for row in rows for bias in row.logit_bias.values()])
+    bitmask = plan.token_bitmask  # its width first, 0 for none
+    out.ints([0 if bitmask is None else bitmask.shape[1]])
+    if bitmask is not None:
+        out.tensor(bitmask)
     payload = out.payload()
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size)
     return header.to_tensor(), payload
@@ -176,7 +181,12 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
             prompt_token_ids=values["prompt_token_ids"], output_token_ids=values["output_token_ids"],
         ))
         start += len(tokens)
+    (bitmask_width,) = read.ints(1)
+    token_bitmask = None
+    if bitmask_width:
+        token_bitmask = read.tensor(num_sampled * bitmask_width).to(torch.int32).reshape(num_sampled, bitmask_width)
     return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
-                    deferred_positions=deferred_positions, deferred_sources=deferred_sources)
+                    deferred_positions=deferred_positions, deferred_sources=deferred_sources,
+                    token_bitmask=token_bitmask)

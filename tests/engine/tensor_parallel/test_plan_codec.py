@@ -23,6 +23,8 @@ def a_plan() -> StepPlan:
         query_lens=[1, 4], seq_lens=[5, 4], row_ids=[3, 8], sample_tokens=[0, 4],
         sampling=[EVERY_SETTING, RowSampling(seed=1)], prompt_scoring=[PromptScoring(1, [12, 13], 2)],
         deferred_positions=[0], deferred_sources=[1],
+        # The sign bit set (a token at t % 32 == 31) and an all-allowed row: int32 words travel as int64.
+        token_bitmask=torch.tensor([[-1, -(2**31)], [5, 2**31 - 1]], dtype=torch.int32),
     )
 
 
@@ -46,7 +48,7 @@ def test_every_field_of_a_plan_comes_back_exactly():
 
 def test_a_plan_that_samples_nothing_and_the_stop_message():
     plan = dataclasses.replace(a_plan(), sample_tokens=[], sampling=[], prompt_scoring=[], deferred_positions=[],
-                               deferred_sources=[])
+                               deferred_sources=[], token_bitmask=None)
     header, payload = encode_plan(plan)
     assert_same_plan(decode_plan(Header.from_tensor(header), payload), plan)
     assert Header.from_tensor(Header(MessageKind.STOP).to_tensor()).kind is MessageKind.STOP
