@@ -1,7 +1,6 @@
 """POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, replace
 from functools import partial
 from http import HTTPStatus
@@ -39,7 +38,7 @@ from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tool_calls.parsed import new_tool_call_id
 from autoglm.server.tool_calls.stream import StreamPiece, ToolCallStream, visible_content
-from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
+from autoglm.server.tool_calls.tool_use import ToolUse, compile_forced_call, plan_tool_use
 from autoglm.server.unsupported import refuse_unimplemented
 
 
@@ -86,8 +85,7 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
                                "sets, and the request also constrains the output; give only one of them",
                                param="tool_choice", code="invalid_value")
             params = replace(params, structured_outputs=tool_use.constraint)
-            # Compiling a big schema takes long enough to stall every connection if done on the event loop.
-            await asyncio.to_thread(engine.engine.compile_grammar, tool_use.constraint)
+            await compile_forced_call(engine.engine, tool_use.constraint)
         tools = tool_use.template_tools if tool_use is not None else None
         token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools)
         tracker.on_tokens = await admit_generation(raw, len(token_ids))

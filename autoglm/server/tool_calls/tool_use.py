@@ -2,13 +2,15 @@
 forcing a call ("required" or a named function), and how calls are read out of the reply."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
 from typing import Any
 
-from autoglm.errors import quote_value
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.server.errors import APIError
 from autoglm.server.protocol import ChatCompletionRequest, NamedToolChoice, ToolDefinition
 from autoglm.server.tool_calls.families import known_families, tool_call_family
@@ -71,3 +73,13 @@ def _named_tool(tools: list[ToolDefinition], choice: NamedToolChoice) -> ToolDef
         raise APIError(HTTPStatus.BAD_REQUEST, f"tool_choice names the function {quote_value(name)}, which tools "
                        f"does not declare; declared: {declared}", param="tool_choice", code="invalid_value")
     return tool
+
+
+async def compile_forced_call(engine: LLMEngine, constraint: StructuredOutputsParams) -> None:
+    """Compile the grammar that forces a call on a worker thread (a big schema would stall every
+    connection on the event loop); a tool whose parameters do not compile is a 400 naming the tools."""
+    try:
+        await asyncio.to_thread(engine.compile_grammar, constraint)
+    except InvalidRequestError as error:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"tools: a tool's parameters schema cannot force a call: {error}",
+                       param="tools", code="invalid_value") from None
