@@ -9,6 +9,7 @@ values are range-checked by SamplingParams, so its messages and limits are the o
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -181,22 +182,92 @@ class TextContentPart(APIModel):
     text: str
 
 
+# OpenAI's rule for a function's name.
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+class FunctionDefinition(APIModel):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None  # a JSON schema of an object; None: the function takes none
+    strict: bool | None = None  # forced calls always match the schema; others are parsed as written
+
+    @field_validator("name")
+    @classmethod
+    def _openai_name(cls, name: str) -> str:
+        if _FUNCTION_NAME.fullmatch(name) is None:
+            raise InvalidRequestError("a function name must be 1 to 64 letters, digits, underscores or dashes")
+        return name
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+        if parameters is not None and parameters.get("type") != "object":
+            raise InvalidRequestError('parameters must be the JSON schema of an object ("type": "object")')
+        return parameters
+
+
+class ToolDefinition(APIModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionName(APIModel):
+    name: str
+
+
+class NamedToolChoice(APIModel):
+    type: Literal["function"]
+    function: FunctionName
+
+
+class FunctionCallInput(APIModel):
+    name: str
+    arguments: str  # JSON text, as the assistant's earlier reply gave it
+
+
+class ToolCallInput(APIModel):
+    """A call an earlier assistant reply made, sent back in the conversation."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCallInput
+
+
 class ChatMessage(APIModel):
     role: str
     content: str | list[TextContentPart] | None = None
     name: str | None = None
+    tool_call_id: str | None = None  # a "tool" message: the call whose result it holds
+    tool_calls: list[ToolCallInput] | None = None  # an "assistant" message: the calls it made
 
-    def as_template_input(self) -> dict[str, str]:
-        """The plain {role, content} mapping chat templates expect (plus ``name`` when given, for the
-        templates that use it); text parts join with newlines."""
+    def as_template_input(self) -> dict[str, Any]:
+        """The mapping chat templates expect: role and content (text parts joined with newlines), plus
+        ``name``, ``tool_call_id`` and ``tool_calls`` when given, for the templates that use them."""
         if isinstance(self.content, list):
             text = "\n".join(part.text for part in self.content)
         else:
             text = self.content or ""
-        message = {"role": self.role, "content": text}
+        message: dict[str, Any] = {"role": self.role, "content": text}
         if self.name is not None:
             message["name"] = self.name
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        if self.tool_calls is not None:
+            message["tool_calls"] = [_template_tool_call(call) for call in self.tool_calls]
         return message
+
+
+def _template_tool_call(call: ToolCallInput) -> dict[str, Any]:
+    """A call as chat templates read it: the arguments as a mapping (they write it out as JSON
+    themselves), unless the text is not a JSON object, which is then passed on as it came."""
+    try:
+        arguments = json.loads(call.function.arguments)
+    except json.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        arguments = call.function.arguments
+    return {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": arguments}}
 
 
 class ChatCompletionRequest(GenerationRequest):
@@ -206,9 +277,11 @@ class ChatCompletionRequest(GenerationRequest):
     logprobs: bool = False
     top_logprobs: int | None = None
     add_generation_prompt: bool = True
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None  # None: OpenAI's default, true
     # OpenAI's fields that ask nothing of the model's output: accepted and not used.
     metadata: dict[str, str] | None = None
-    parallel_tool_calls: bool | None = None  # tools themselves are refused
     prompt_cache_key: str | None = None  # the prefix cache needs no hint
     safety_identifier: str | None = None
     # OpenAI's fields this server does not implement: accepted only at values that ask for nothing.
@@ -221,8 +294,6 @@ class ChatCompletionRequest(GenerationRequest):
     reasoning_effort: str | None = None
     service_tier: str | None = None
     store: bool | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
     verbosity: str | None = None
     web_search_options: dict[str, Any] | None = None
 

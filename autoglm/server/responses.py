@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class PromptTokensDetails(BaseModel):
@@ -58,9 +58,25 @@ class ChatLogprobs(BaseModel):
     content: list[TokenLogprob]
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None  # None when the reply is only tool calls
+    tool_calls: list[ToolCall] | None = Field(default=None, exclude_if=_absent)
 
 
 class ChatChoice(BaseModel):
@@ -79,9 +95,24 @@ class ChatCompletionResponse(BaseModel):
     usage: UsageInfo
 
 
+class DeltaFunctionCall(BaseModel):
+    name: str | None = Field(default=None, exclude_if=_absent)  # in the call's first delta only
+    arguments: str  # the next piece of the arguments' JSON text
+
+
+class DeltaToolCall(BaseModel):
+    """A call's first delta carries its id, type and name; later ones only pieces of its arguments."""
+
+    index: int
+    id: str | None = Field(default=None, exclude_if=_absent)
+    type: Literal["function"] | None = Field(default=None, exclude_if=_absent)
+    function: DeltaFunctionCall
+
+
 class DeltaMessage(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = Field(default=None, exclude_if=_absent)
 
 
 class ChatChunkChoice(BaseModel):

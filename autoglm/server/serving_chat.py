@@ -1,19 +1,20 @@
 """POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import Request, Response
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
-from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
-from autoglm.server.output_constraints import compile_grammar, requested_constraint
+from autoglm.server.output_constraints import OutputConstraint, compile_grammar, requested_constraint
 from autoglm.server.protocol import ChatCompletionRequest, ChatMessage
 from autoglm.server.responses import (
     AssistantMessage,
@@ -22,7 +23,11 @@ from autoglm.server.responses import (
     ChatCompletionChunk,
     ChatCompletionResponse,
     ChatLogprobs,
+    DeltaFunctionCall,
     DeltaMessage,
+    DeltaToolCall,
+    FunctionCall,
+    ToolCall,
     UsageInfo,
 )
 from autoglm.server.sampling import chat_sampling_params
@@ -32,13 +37,16 @@ from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.tokenizer_pool import TokenizerPool
+from autoglm.server.tool_calls.parsed import new_tool_call_id
+from autoglm.server.tool_calls.stream import StreamPiece, ToolCallStream, visible_content
+from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
 from autoglm.server.unsupported import refuse_unimplemented
 
 
 def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage], add_generation_prompt: bool,
-                       char_limit: PromptCharLimit) -> list[int]:
-    """Token ids of the conversation as the model was trained to read it; a rendering longer than the
-    context could hold is refused before it is tokenized.
+                       char_limit: PromptCharLimit, tools: list[dict[str, Any]] | None = None) -> list[int]:
+    """Token ids of the conversation (and the tools it may call) as the model was trained to read it; a
+    rendering longer than the context could hold is refused before it is tokenized.
 
     The template writes any special tokens itself, so the tokenizer must not add them again.
     """
@@ -47,7 +55,7 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
                        param="messages", code="invalid_value")
     try:
         text = tokenizer.apply_chat_template([message.as_template_input() for message in messages],
-                                             tokenize=False, add_generation_prompt=add_generation_prompt)
+                                             tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt)
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
                        param="messages", code="invalid_value") from None
@@ -55,11 +63,11 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     return encode_text(tokenizer, text, add_special_tokens=False)
 
 
-async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage],
-                        add_generation_prompt: bool) -> list[int]:
+async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage], add_generation_prompt: bool,
+                        tools: list[dict[str, Any]] | None = None) -> list[int]:
     """The conversation's token ids, rendered and tokenized on a tokenizer worker."""
-    return await tokenizers.run(partial(render_chat_prompt, messages=messages,
-                                        add_generation_prompt=add_generation_prompt, char_limit=tokenizers.char_limit))
+    return await tokenizers.run(partial(render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
+                                        char_limit=tokenizers.char_limit, tools=tools))
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
@@ -69,17 +77,32 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
-        constraint = requested_constraint(body)
+        tool_use = plan_tool_use(body, engine.engine.tokenizer.chat_template)
+        constraint = _output_constraint(body, tool_use)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
                                       state.config.max_sequences_per_request, constraint)
         await compile_grammar(engine.engine, constraint)
-        token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
+        tools = tool_use.template_tools if tool_use is not None else None
+        token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools)
         tracker.on_tokens = await admit_generation(raw, len(token_ids))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
-                          engine.engine.tokenizer)
+                          engine.engine.tokenizer, tool_use)
     return await serve_generation(raw, served, tracker, [TokenizedPrompt(token_ids)], params, body, builder,
                                   response_cache_lookup(state, raw, body, params, served))
+
+
+def _output_constraint(body: ChatCompletionRequest, tool_use: ToolUse | None) -> OutputConstraint | None:
+    """What the reply must match: a forced tool call's grammar, or what the request's own fields ask
+    (never both: each would set the reply's whole shape)."""
+    constraint = requested_constraint(body)
+    if tool_use is None or tool_use.constraint is None:
+        return constraint
+    if constraint is not None:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"tool_choice forces a tool call, whose shape its grammar sets, and "
+                       f"{constraint.field} also constrains the output; give only one of them",
+                       param="tool_choice", code="invalid_value")
+    return OutputConstraint(tool_use.constraint, "tools")
 
 
 @dataclass
@@ -89,27 +112,48 @@ class ChatBuilder:
     model: str
     num_logprobs: int | None
     tokenizer: PreTrainedTokenizerBase
+    tool_use: ToolUse | None = None
+    _tool_streams: dict[int, ToolCallStream] = field(default_factory=dict, init=False)  # by choice index
 
     def response(self, outputs: list[RequestOutput], usage: UsageInfo) -> ChatCompletionResponse:
         (output,) = outputs  # a chat request holds one conversation
-        choices = [
-            ChatChoice(
+        choices = []
+        for completion in output.outputs:
+            message, made_calls = self._message(completion)
+            choices.append(ChatChoice(
                 index=completion.index,
-                message=AssistantMessage(content=completion.text),
+                message=message,
                 logprobs=self._logprobs(completion.token_ids, completion.logprobs),
-                finish_reason=completion.finish_reason,
-            )
-            for completion in output.outputs
-        ]
+                finish_reason=_finish_reason(completion.finish_reason, made_calls),
+            ))
         return ChatCompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
                                       usage=usage)
 
+    def _message(self, completion: CompletionOutput) -> tuple[AssistantMessage, bool]:
+        """The reply, its tool calls read out when the request reads any; and whether it made calls."""
+        if self.tool_use is None or self.tool_use.new_parser is None:
+            return AssistantMessage(content=completion.text), False
+        parsed = self.tool_use.new_parser().parse(completion.text, final=True)
+        if not parsed.calls:
+            return AssistantMessage(content=parsed.content), False
+        calls = [ToolCall(id=new_tool_call_id(), function=FunctionCall(name=call.name, arguments=call.arguments))
+                 for call in parsed.calls]
+        return AssistantMessage(content=visible_content(parsed, final=True) or None, tool_calls=calls), True
+
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> ChatCompletionChunk:
         # The role goes out once, with each choice's first chunk.
-        message = DeltaMessage(role="assistant" if delta.is_first else None, content=delta.text)
+        role = "assistant" if delta.is_first else None
+        finish_reason = delta.finish_reason
+        if self.tool_use is None or self.tool_use.new_parser is None:
+            message = DeltaMessage(role=role, content=delta.text)
+        else:
+            stream = self._tool_streams.setdefault(delta.index, ToolCallStream(self.tool_use.new_parser()))
+            piece = stream.advance(delta.text, final=finish_reason is not None)
+            message = _delta_message(role, piece)
+            finish_reason = _finish_reason(finish_reason, stream.made_calls)
         choice = ChatChunkChoice(index=delta.index, delta=message,
                                  logprobs=self._logprobs(delta.token_ids, delta.logprobs),
-                                 finish_reason=delta.finish_reason)
+                                 finish_reason=finish_reason)
         return self._chunk([choice], None)
 
     def usage_chunk(self, usage: UsageInfo) -> ChatCompletionChunk:
@@ -123,3 +167,16 @@ class ChatBuilder:
         if self.num_logprobs is None or positions is None:
             return None
         return chat_logprobs(token_ids, positions, self.num_logprobs, token_decoder(self.tokenizer))
+
+
+def _finish_reason(engine_reason: str | None, made_calls: bool) -> str | None:
+    """OpenAI's "tool_calls" for a reply that ended with calls made; a cut-off one stays "length"."""
+    return "tool_calls" if made_calls and engine_reason == "stop" else engine_reason
+
+
+def _delta_message(role: str | None, piece: StreamPiece) -> DeltaMessage:
+    calls = [DeltaToolCall(index=call.index, id=call.id, type="function" if call.id is not None else None,
+                           function=DeltaFunctionCall(name=call.name, arguments=call.arguments))
+             for call in piece.calls]
+    return DeltaMessage(role=role, content=piece.content if piece.content or not calls else None,
+                        tool_calls=calls or None)

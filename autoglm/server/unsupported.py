@@ -40,8 +40,6 @@ UNIMPLEMENTED_FIELDS = (
     UnimplementedField("reasoning_effort", (None,)),
     UnimplementedField("service_tier", (None, "auto", "default")),
     UnimplementedField("store", (None, False)),
-    UnimplementedField("tool_choice", (None, "none", "auto")),  # "auto" with no tools is "none"
-    UnimplementedField("tools", (None, [])),
     UnimplementedField("verbosity", (None, "medium")),
     UnimplementedField("web_search_options", (None,)),
 )

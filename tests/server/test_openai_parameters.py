@@ -42,8 +42,6 @@ def test_unknown_fields_are_400_naming_them_and_the_closest_known_name(server, p
 @pytest.mark.parametrize("path, field, value", [
     ("/v1/completions", "suffix", "and so on"),
     ("/v1/completions", "stream_options", {"include_obfuscation": True}),
-    ("/v1/chat/completions", "tools", [{"type": "function", "function": {"name": "f"}}]),
-    ("/v1/chat/completions", "tool_choice", "required"),
     ("/v1/completions", "guided_decoding_backend", "outlines"),
     ("/v1/chat/completions", "guided_whitespace_pattern", "[ ]?"),
     ("/v1/chat/completions", "functions", [{"name": "f"}]),

@@ -1,0 +1,34 @@
+"""Reading the calls out of output a grammar forced into shape (tool_choice "required" or a named function)."""
+from __future__ import annotations
+
+from autoglm.server.tool_calls.json_scan import scan_json_call
+from autoglm.server.tool_calls.parsed import ParsedOutput, ToolCallText, skip_whitespace
+
+
+class NamedFunctionParser:
+    """The output is the named function's arguments object: its name is known before any text."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def parse(self, text: str, final: bool) -> ParsedOutput:
+        return ParsedOutput("", [ToolCallText(self._name, text)])
+
+
+class CallArrayParser:
+    """The output is a JSON array of {"name": ..., "arguments": {...}} objects (tool_choice "required")."""
+
+    def parse(self, text: str, final: bool) -> ParsedOutput:
+        calls = []
+        pos = skip_whitespace(text, 0)
+        if text.startswith("[", pos):
+            pos = skip_whitespace(text, pos + 1)
+            while (scanned := scan_json_call(text, pos)) is not None:
+                calls.append(scanned.call)
+                if scanned.end is None:
+                    break
+                pos = skip_whitespace(text, scanned.end)
+                if not text.startswith(",", pos):
+                    break
+                pos = skip_whitespace(text, pos + 1)
+        return ParsedOutput("", calls)

@@ -1,0 +1,42 @@
+"""Qwen2.5 and Qwen3 (the Hermes format): each call a JSON object between <tool_call> and </tool_call>,
+with text allowed around them."""
+from __future__ import annotations
+
+from autoglm.server.tool_calls.json_scan import scan_json_call
+from autoglm.server.tool_calls.parsed import ParsedOutput, held_back_length, skip_whitespace
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+
+class HermesToolCallParser:
+    """A block whose body is not a call ({"name": ..., "arguments": {...}}) stays content."""
+
+    def __init__(self, tool_names: list[str]) -> None:
+        del tool_names  # the block's markers tell calls from text; any name the model writes is reported
+
+    def parse(self, text: str, final: bool) -> ParsedOutput:
+        parsed = ParsedOutput("")
+        pos = 0
+        while True:
+            start = text.find(OPEN, pos)
+            if start < 0:
+                rest = text[pos:]
+                parsed.content += rest if final else rest[:len(rest) - held_back_length(rest, OPEN)]
+                return parsed
+            parsed.content += text[pos:start]
+            close = text.find(CLOSE, start)
+            body = text if close < 0 else text[:close]
+            scanned = scan_json_call(body, skip_whitespace(body, start + len(OPEN)))
+            if scanned is None and close < 0 and not final:
+                return parsed  # the body may still become a call
+            if close < 0:
+                if scanned is None:
+                    parsed.content += text[start:]
+                else:
+                    parsed.calls.append(scanned.call)
+                return parsed
+            if scanned is None:
+                parsed.content += text[start:close + len(CLOSE)]
+            else:
+                parsed.calls.append(scanned.call)
+            pos = close + len(CLOSE)

@@ -1,0 +1,50 @@
+"""What a tool-call parser reads out of a model's text, and the interface every parser shares."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class ToolCallText:
+    name: str
+    arguments: str  # the arguments' JSON text; while the call is still being written, a prefix of it
+
+
+@dataclass
+class ParsedOutput:
+    content: str  # the text outside calls
+    calls: list[ToolCallText] = field(default_factory=list)
+
+
+class ToolCallParser(Protocol):
+    """Splits a model's text into content and tool calls.
+
+    With ``final`` false the text is a prefix of what the model will write, and the answer must only
+    grow as more arrives: text that may yet turn out to open a call is held back (neither content nor
+    call), and a call counts as one from the moment its name is known. Streaming relies on this, and
+    so the same text parsed whole gives exactly what its stream gave.
+    """
+
+    def parse(self, text: str, final: bool) -> ParsedOutput: ...
+
+
+def new_tool_call_id() -> str:
+    """An id in OpenAI's shape, unique enough for a client to match tool results to calls."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def held_back_length(text: str, marker: str) -> int:
+    """Characters at the end of `text` that could be the start of `marker`, to hold back until the
+    next characters tell whether the marker follows."""
+    for length in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-length:]):
+            return length
+    return 0
+
+
+def skip_whitespace(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos

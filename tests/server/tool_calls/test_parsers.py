@@ -1,0 +1,100 @@
+"""Each family's parser on hand-written replies of its family, whole and streamed: the stream's
+pieces add up to exactly what the whole reply parses to."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
+from autoglm.server.tool_calls.glm4 import Glm4ToolCallParser
+from autoglm.server.tool_calls.hermes import HermesToolCallParser
+from autoglm.server.tool_calls.llama3_json import Llama3JsonToolCallParser
+from autoglm.server.tool_calls.parsed import ParsedOutput, ToolCallParser, ToolCallText
+from autoglm.server.tool_calls.stream import ToolCallStream, visible_content
+
+NAMES = ["get_weather", "get_time"]
+WEATHER = '{"city": "Paris", "unit": "celsius"}'
+TIME = '{"zone": "UTC{+1}", "note": "say \\"hi\\" }"}'  # braces and quotes inside strings
+
+
+def call(name: str, arguments: str) -> tuple[str, str]:
+    return name, arguments
+
+
+CASES = [
+    # Qwen2.5 / Qwen3: calls in <tool_call> blocks, text around them kept.
+    (HermesToolCallParser(NAMES), f'<tool_call>\n{{"name": "get_weather", "arguments": {WEATHER}}}\n</tool_call>',
+     "", [call("get_weather", WEATHER)]),
+    (HermesToolCallParser(NAMES),
+     f'Let me check.\n<tool_call>\n{{"name": "get_weather", "arguments": {WEATHER}}}\n</tool_call>\n'
+     f'<tool_call>\n{{"name": "get_time", "arguments": {TIME}}}\n</tool_call>',
+     "Let me check.\n\n", [call("get_weather", WEATHER), call("get_time", TIME)]),
+    (HermesToolCallParser(NAMES), "Paris is sunny; no <tool_ call needed.", "Paris is sunny; no <tool_ call needed.", []),
+    (HermesToolCallParser(NAMES), "<tool_call>not json</tool_call> after", "<tool_call>not json</tool_call> after", []),
+    (HermesToolCallParser(NAMES), '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
+     "", [call("get_weather", '{"city": "Par')]),  # cut off by max_tokens
+    # Llama 3.1 JSON: the reply is the call; "parameters"; an optional <|python_tag|>; ';' between calls.
+    (Llama3JsonToolCallParser(NAMES), f'{{"name": "get_weather", "parameters": {WEATHER}}}',
+     "", [call("get_weather", WEATHER)]),
+    (Llama3JsonToolCallParser(NAMES),
+     f'<|python_tag|>{{"name": "get_weather", "parameters": {WEATHER}}}; {{"name": "get_time", "parameters": {TIME}}}',
+     "", [call("get_weather", WEATHER), call("get_time", TIME)]),
+    (Llama3JsonToolCallParser(NAMES), "It is sunny in {Paris}.", "It is sunny in {Paris}.", []),
+    (Llama3JsonToolCallParser(NAMES), '{"city": "Paris"}', '{"city": "Paris"}', []),
+    # GLM-4: the function's name on its own line, then the arguments.
+    (Glm4ToolCallParser(NAMES), f"get_weather\n{WEATHER}", "", [call("get_weather", WEATHER)]),
+    (Glm4ToolCallParser(NAMES), f"get_weather\n{WEATHER}\nget_time\n{TIME}",
+     "", [call("get_weather", WEATHER), call("get_time", TIME)]),
+    (Glm4ToolCallParser(NAMES), "\nget_weather is what I would call.\n{}", "\nget_weather is what I would call.\n{}", []),
+    (Glm4ToolCallParser(NAMES), "get\n{}", "get\n{}", []),  # only a declared tool's name opens a call
+    (Glm4ToolCallParser(NAMES), f"get_time\n{TIME}\nDone.", "\nDone.", [call("get_time", TIME)]),
+    # Forced calls: a named function's arguments, or an array of calls.
+    (NamedFunctionParser("get_weather"), WEATHER, "", [call("get_weather", WEATHER)]),
+    (CallArrayParser(), f'[{{"name": "get_time", "arguments": {TIME}}}, {{"name": "get_weather", "arguments": {WEATHER}}}]',
+     "", [call("get_time", TIME), call("get_weather", WEATHER)]),
+]
+
+
+@pytest.mark.parametrize("parser, text, content, calls", CASES)
+def test_whole_replies_parse_into_content_and_calls(parser: ToolCallParser, text, content, calls):
+    parsed = parser.parse(text, final=True)
+    assert visible_content(parsed, final=True) == content
+    assert [(c.name, c.arguments) for c in parsed.calls] == calls
+    for _, arguments in calls:
+        if arguments.endswith("}"):
+            assert isinstance(json.loads(arguments), dict)
+
+
+@pytest.mark.parametrize("piece_size", [1, 3, 7])
+@pytest.mark.parametrize("parser, text, content, calls", CASES)
+def test_streamed_pieces_add_up_to_the_whole_parse(parser: ToolCallParser, text, content, calls, piece_size):
+    stream = ToolCallStream(parser)
+    streamed = ParsedOutput("")
+    ids = []
+    pieces = [text[i:i + piece_size] for i in range(0, len(text), piece_size)]
+    for number, piece_text in enumerate(pieces):
+        piece = stream.advance(piece_text, final=number == len(pieces) - 1)
+        streamed.content += piece.content
+        for call_piece in piece.calls:
+            if call_piece.id is not None:  # a call's first piece: id and name, before any later piece of it
+                assert call_piece.index == len(streamed.calls) and call_piece.name is not None
+                ids.append(call_piece.id)
+                streamed.calls.append(ToolCallText(call_piece.name, call_piece.arguments))
+            else:
+                assert call_piece.name is None
+                streamed.calls[call_piece.index].arguments += call_piece.arguments
+    assert streamed.content == content
+    assert [(c.name, c.arguments) for c in streamed.calls] == calls
+    assert len(set(ids)) == len(ids) and all(i.startswith("call_") for i in ids)
+    assert stream.made_calls == bool(calls)
+
+
+def test_text_that_may_open_a_call_is_held_back_until_it_is_known():
+    stream = ToolCallStream(HermesToolCallParser(NAMES))
+    assert stream.advance("Sure <tool_c", final=False).content == "Sure "
+    assert stream.advance("all", final=False).content == ""
+    assert stream.advance("s> then", final=True).content == "<tool_calls> then"
+    glm = ToolCallStream(Glm4ToolCallParser(NAMES))
+    assert glm.advance("get_w", final=False).content == ""
+    assert glm.advance("ind", final=False).content == "get_wind"

@@ -1,0 +1,170 @@
+"""Tool calls through the official openai client: forced calls whatever the model, and the requests refused."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import openai
+import pytest
+from transformers import AutoTokenizer
+
+from autoglm.engine.tokenize import PromptCharLimit
+from autoglm.server.protocol import ChatMessage
+from autoglm.server.serving_chat import render_chat_prompt
+from tests.server.live_server import make_chat_model, start_server
+from tests.server.test_errors import assert_still_serving, error_of, post
+from tests.server.tool_calls.templates import QWEN_TEMPLATE
+
+pytestmark = pytest.mark.timeout(120)
+
+MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+# Bounded, so that a random model must close every value.
+WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 8},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "unit", "days"],
+    "additionalProperties": False,
+}
+TIME_PARAMETERS = {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"],
+                   "additionalProperties": False}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": WEATHER_PARAMETERS}},
+    {"type": "function", "function": {"name": "get_time", "parameters": TIME_PARAMETERS}},
+]
+PARAMETERS = {"get_weather": WEATHER_PARAMETERS, "get_time": TIME_PARAMETERS}
+SAMPLED = {"temperature": 1.0, "max_tokens": 120}
+
+
+@pytest.fixture(scope="module")
+def qwen_server(tmp_path_factory):
+    folder = make_chat_model(tmp_path_factory.mktemp("tiny-qwen-tools"))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = QWEN_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    running = start_server(folder, served_model_name="tiny-qwen", max_context_len=512, kv_cache_memory="8MiB")
+    yield running
+    running.stop()
+
+
+def assert_valid_call(call, names: set[str]) -> None:
+    assert call.type == "function" and call.id.startswith("call_") and call.function.name in names
+    jsonschema.validate(json.loads(call.function.arguments), PARAMETERS[call.function.name])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_named_function_is_called_with_valid_arguments(qwen_server, seed):
+    chat = qwen_server.openai().chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, seed=seed,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, **SAMPLED)
+    choice = chat.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert_valid_call(call, {"get_weather"})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_required_calls_one_of_the_tools_and_only_one_without_parallel_calls(qwen_server, seed):
+    chat = qwen_server.openai().chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
+        seed=seed, **SAMPLED)
+    choice = chat.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert_valid_call(call, {"get_weather", "get_time"})
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_a_streamed_forced_call_matches_the_whole_answer(qwen_server, tool_choice):
+    client = qwen_server.openai()
+    request = {"model": "tiny-qwen", "messages": MESSAGES, "tools": TOOLS, "tool_choice": tool_choice,
+               "parallel_tool_calls": False, "seed": 3, **SAMPLED}
+    whole = client.chat.completions.create(**request).choices[0]
+    calls: dict[int, dict[str, str]] = {}
+    finish_reasons = []
+    for chunk in client.chat.completions.create(**request, stream=True):
+        for choice in chunk.choices:
+            finish_reasons.append(choice.finish_reason)
+            for delta in choice.delta.tool_calls or []:
+                if delta.id is not None:  # a call's first delta: id, type and name
+                    assert delta.index not in calls and delta.type == "function"
+                    calls[delta.index] = {"name": delta.function.name, "arguments": ""}
+                else:
+                    assert delta.function.name is None
+                calls[delta.index]["arguments"] += delta.function.arguments
+    assert [call["name"] for call in calls.values()] == [call.function.name for call in whole.message.tool_calls]
+    assert [call["arguments"] for call in calls.values()] == [c.function.arguments for c in whole.message.tool_calls]
+    assert finish_reasons[-1] == whole.finish_reason == "tool_calls"
+
+
+def test_a_forced_call_cut_off_by_max_tokens_reports_length(qwen_server):
+    chat = qwen_server.openai().chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, tool_choice="required", max_tokens=3, seed=0)
+    assert chat.choices[0].finish_reason == "length"
+    assert chat.choices[0].message.tool_calls is None or chat.choices[0].message.tool_calls[0].function.name
+
+
+def test_auto_reads_the_templates_format_and_leaves_text_as_content(qwen_server):
+    chat = qwen_server.openai().chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, max_tokens=8, temperature=0)
+    choice = chat.choices[0]
+    # A random model does not write <tool_call> blocks: its text is all content.
+    assert choice.message.tool_calls is None and choice.message.content and choice.finish_reason == "length"
+
+
+def test_a_tool_result_goes_back_through_the_template(qwen_server):
+    history = [
+        *MESSAGES,
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius", "days": 1}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 degrees"},
+    ]
+    tokenizer = AutoTokenizer.from_pretrained(qwen_server.state.config.model)
+    token_ids = render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in history], True,
+                                   PromptCharLimit.of(tokenizer, 512), tools=[TOOLS[0]])
+    rendered = tokenizer.decode(token_ids)
+    assert "<tools>get_weather</tools>" in rendered  # the tools, for the model to read
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 1}}' in rendered
+    assert "<tool_response>\nsunny, 21 degrees\n</tool_response>" in rendered
+    chat = qwen_server.openai().chat.completions.create(model="tiny-qwen", messages=history, tools=TOOLS,
+                                                        max_tokens=4, temperature=0)
+    assert chat.choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_news"}}}, "tool_choice",
+     "tool_choice names the function 'get_news', which tools does not declare; declared: 'get_weather', 'get_time'"),
+    ({"tool_choice": "required"}, "tool_choice", "the request declares no tools"),
+    ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools",
+     "a function name must be 1 to 64 letters, digits, underscores or dashes"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "tools",
+     'parameters must be the JSON schema of an object ("type": "object")'),
+    ({"tools": [{"type": "retrieval", "function": {"name": "f"}}]}, "tools", "tools.0.type"),
+    ({"tools": [TOOLS[0], TOOLS[0]]}, "tools", "declares the function 'get_weather' more than once"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "strnig"}}}}}], "tool_choice": "required"},
+     "tools", 'tools does not compile: Unsupported type "strnig"'),
+    ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice",
+     "tool_choice forces a tool call, whose shape its grammar sets, and response_format also constrains"),
+])
+def test_bad_tools_are_400_naming_the_field(qwen_server, body, param, words):
+    response = post(qwen_server, "/v1/chat/completions", json={"messages": MESSAGES, "max_tokens": 2, **body})
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["param"] == param and words in error["message"]
+    assert_still_serving(qwen_server)
+
+
+def test_auto_is_refused_for_a_template_that_teaches_no_known_call_format(server):
+    response = post(server, "/v1/chat/completions", json={"messages": MESSAGES, "tools": TOOLS, "max_tokens": 2})
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["param"] == "tool_choice" and "use tool_choice 'required' or name a function" in error["message"]
+    forced = server.openai().chat.completions.create(model="tiny-llama", messages=MESSAGES, tools=TOOLS,
+                                                      tool_choice="required", parallel_tool_calls=False, **SAMPLED)
+    assert forced.choices[0].message.tool_calls[0].function.name in PARAMETERS
+    with pytest.raises(openai.BadRequestError):
+        server.openai().chat.completions.create(model="tiny-llama", messages=MESSAGES, tools=TOOLS, max_tokens=2)
