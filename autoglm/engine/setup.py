@@ -24,6 +24,7 @@ from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
 from autoglm.runner.model_runner import ModelRunner
+from autoglm.runner.padded_decode import decode_graph_settings
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,10 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
             logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
         eos_token_ids = collect_eos_token_ids(rank.model_path, model_config, tokenizer)
         num_blocks = _num_blocks(config, rank.model, rank.dtype, rank.device, max_context_len, rank.kv_format)
-        runner = rank.runner(config.block_size, num_blocks)
+        # Tensor-parallel ranks replay no graphs yet: their steps wait on collectives issued from Python.
+        graphs = None if workers else decode_graph_settings(rank.device, config.enforce_eager, config.max_num_seqs,
+                                                            max_context_len, config.block_size)
+        runner = rank.runner(config.block_size, num_blocks, graphs)
         if workers is not None:
             workers.share(num_blocks)  # the block tables are the same on every rank
     except BaseException:

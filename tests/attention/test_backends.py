@@ -37,13 +37,6 @@ def test_cuda_without_triton_takes_the_torch_backend(monkeypatch):
     assert type(select_attention_backend(torch.device("cuda"), torch.bfloat16)) is TorchAttentionBackend
 
 
-def test_graph_hooks_name_a_backend_without_graph_support():
-    backend = TorchAttentionBackend()
-    assert not backend.supports_graph_capture
-    with pytest.raises(NotImplementedError, match="torch attention backend does not support graph capture"):
-        backend.init_graph_buffers(max_batch=8, max_blocks=4)
-
-
 def step_metadata(backend):
     """Two decode rows (contexts 5 and 3) and a chunk after a 4-token cached prefix, block size 2."""
     seqs = []
