@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attention.triton_interpreted_cases import CASES
+from tests.attention.triton_attention_cases import CASES
 
 pytest.importorskip("triton")
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ def interpreted_errors() -> dict[str, float]:
     """Every case in one interpreted process (a hang fails the run rather than stalling it)."""
     environment = {**os.environ, "TRITON_INTERPRET": "1",
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "tests.attention.triton_interpreted_cases"], cwd=REPOSITORY,
+    done = subprocess.run([sys.executable, "-m", "tests.attention.triton_attention_cases"], cwd=REPOSITORY,
                           env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])

@@ -1,16 +1,18 @@
-"""Run in a subprocess with TRITON_INTERPRET=1: the Triton backend against the torch one, one line of JSON out.
+"""The Triton backend against the torch one on random steps: on a GPU, or run as a script in Triton's interpreter.
 
-A separate process because Triton reads the variable when a kernel is defined, and an interpreted
-kernel must not leak into the other tests. float32 only: the interpreter computes bfloat16 wrongly.
+As a script (``TRITON_INTERPRET=1``, in a subprocess: Triton reads the variable when a kernel is
+defined, and an interpreted kernel must not leak into other tests) it prints each case's largest
+error as one line of JSON, in float32 only: the interpreter computes bfloat16 wrongly.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 import torch
 
-from autoglm.attention.kv_cache_format import AUTO, INT8, KVCacheFormat
+from autoglm.attention.kv_cache_format import AUTO, FP8_E4M3, INT8, KVCacheFormat
 from autoglm.attention.layer import Attention
 from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
@@ -26,6 +28,7 @@ CASES = {
     "block32-mha": dict(block_size=32, num_heads=2, num_kv_heads=2, head_dim=32),
     "block16-head8": dict(block_size=16, num_heads=4, num_kv_heads=1, head_dim=8),
     "block16-gqa2-int8": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, kv_format=INT8),
+    "block16-gqa2-fp8": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, kv_format=FP8_E4M3),
 }
 
 
@@ -61,14 +64,19 @@ def random_cache(num_slots: int, num_kv_heads: int, head_dim: int, kv_format: KV
     return LayerKVCache(stored_keys, stored_values, kv_format, key_scales, value_scales)
 
 
-def copy_cache(cache: LayerKVCache) -> LayerKVCache:
-    clone = (lambda t: None if t is None else t.clone())
-    return LayerKVCache(cache.keys.clone(), cache.values.clone(), cache.format,
-                        clone(cache.key_scales), clone(cache.value_scales))
+def moved(cache: LayerKVCache, device: torch.device, dtype: torch.dtype) -> LayerKVCache:
+    """A copy of ``cache`` on ``device``, its unscaled values in ``dtype`` (scaled ones keep their storage)."""
+    def copy(tensor: torch.Tensor | None, to_dtype: torch.dtype | None = None) -> torch.Tensor | None:
+        return None if tensor is None else tensor.to(device, to_dtype, copy=True)
+
+    values_dtype = None if cache.format.storage_dtype else dtype
+    return LayerKVCache(copy(cache.keys, values_dtype), copy(cache.values, values_dtype), cache.format,
+                        copy(cache.key_scales), copy(cache.value_scales))
 
 
-def max_error(block_size: int, num_heads: int, num_kv_heads: int, head_dim: int,
-              kv_format: KVCacheFormat = AUTO) -> float:
+def max_error(block_size: int, num_heads: int, num_kv_heads: int, head_dim: int, kv_format: KVCacheFormat = AUTO,
+              device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32) -> float:
+    """Largest difference between the Triton backend in ``dtype`` and the torch one in float32, on one mixed step."""
     generator = torch.Generator().manual_seed(0)
     metadata = step_metadata(MIXED_ROWS, block_size, generator)
     num_tokens = metadata.host_cu_seqlens_q[-1]
@@ -77,11 +85,19 @@ def max_error(block_size: int, num_heads: int, num_kv_heads: int, head_dim: int,
     q = torch.randn(num_tokens, num_heads, head_dim, generator=generator)
     k, v = torch.randn(2, num_tokens, num_kv_heads, head_dim, generator=generator)
     outputs = []
-    for backend in (TorchAttentionBackend(), TritonAttentionBackend()):
+    for backend, run_dtype in ((TorchAttentionBackend(), torch.float32), (TritonAttentionBackend(), dtype)):
         layer = Attention(num_heads, num_kv_heads, head_dim, scale=head_dim**-0.5)
-        layer.kv_cache = copy_cache(cache)
-        outputs.append(backend.forward(layer, q, k, v, metadata))
+        layer.kv_cache = moved(cache, device, run_dtype)
+        step = metadata_on(metadata, device)
+        inputs = (x.to(device, run_dtype) for x in (q, k, v))
+        outputs.append(backend.forward(layer, *inputs, step).float().cpu())
     return float((outputs[0] - outputs[1]).abs().max())
+
+
+def metadata_on(metadata: AttentionMetadata, device: torch.device) -> AttentionMetadata:
+    return dataclasses.replace(metadata, slot_mapping=metadata.slot_mapping.to(device),
+                               cu_seqlens_q=metadata.cu_seqlens_q.to(device), seq_lens=metadata.seq_lens.to(device),
+                               block_tables=metadata.block_tables.to(device), _derived={})
 
 
 if __name__ == "__main__":
