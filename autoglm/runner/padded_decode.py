@@ -63,6 +63,10 @@ class PaddedDecode:
         if settings.capture_graphs:
             self._capture(device)
 
+    @property
+    def captured_batch_sizes(self) -> list[int]:
+        return sorted(self._graphs)
+
     def serves(self, plan: StepPlan) -> bool:
         rows = len(plan.query_lens)
         return 0 < rows <= self.batch_sizes[-1] and plan.num_decode_tokens == rows and not plan.prompt_scoring
