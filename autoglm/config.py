@@ -165,6 +165,14 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
+    enforce_eager: bool = Field(
+        False,
+        description=(
+            "Run every step eagerly: no CUDA graphs for decode steps (captured at start on CUDA for batch sizes "
+            "up to max_num_seqs, which costs start-up time and some device memory)."
+        ),
+        json_schema_extra=_DEVICE,
+    )
     block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.", json_schema_extra=_CACHE)
     max_context_len: int = Field(
         8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len.",

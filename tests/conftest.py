@@ -3,7 +3,8 @@
 Settings are read from the environment, so a variable set on the machine running the tests
 would otherwise change what they see; the command line sets the loggers' level. The one
 variable kept is the CPU-feature override: it is how a whole run takes the path of another
-kind of CPU (``make test`` does so on a CPU with bfloat16 units).
+kind of CPU (``make test`` does so on a CPU with bfloat16 units). On a GPU, ``--enforce-eager``
+runs the suite a second time without CUDA graphs.
 """
 from __future__ import annotations
 
@@ -29,3 +30,17 @@ def autoglm_log_level_restored():
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--enforce-eager", action="store_true",
+                     help="run every engine as enforce_eager would: no CUDA graphs (for a GPU run of the suite)")
+
+
+@pytest.fixture(autouse=True)
+def eager_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``--enforce-eager``, engines capture no graphs whatever their settings say."""
+    if request.config.getoption("--enforce-eager"):
+        from autoglm.engine import setup
+
+        monkeypatch.setattr(setup, "decode_graph_settings", lambda *args, **kwargs: None)

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 class AttentionBackend(ABC):
     """Turns a step plan into metadata once per step, then runs each layer's attention with it.
 
-    A backend that runs under graph capture also implements the graph hooks: it keeps fixed-size
-    device buffers for the largest batch a graph serves, and refills them in place before each
-    replay, so a captured graph reads new metadata from the same addresses.
+    A backend that ``supports_graph_capture`` reads nothing from the host that changes between steps
+    of one batch size (no ``host_`` list, no shape taken from lengths), so a captured decode step
+    replays correctly once the runner refills the buffers its metadata views.
     """
 
     name: str = "abstract"
@@ -45,13 +45,3 @@ class AttentionBackend(ABC):
                 metadata: AttentionMetadata) -> torch.Tensor:
         """Write this step's K/V (``[T, Hkv, D]``) into ``layer``'s cache slots, then attend each
         query (``[T, H, D]``) over its row's context; returns ``[T, H, D]``."""
-
-    def init_graph_buffers(self, max_batch: int, max_blocks: int) -> None:
-        """Allocate device buffers for metadata of up to ``max_batch`` rows of ``max_blocks``
-        blocks each, before any graph is captured; graphs then read only these buffers."""
-        raise NotImplementedError(f"the {self.name} attention backend does not support graph capture")
-
-    def fill_graph_buffers(self, metadata: AttentionMetadata) -> AttentionMetadata:
-        """Copy ``metadata`` into the buffers (padding unused rows so they attend to nothing) and
-        return metadata viewing them, for a replay to read."""
-        raise NotImplementedError(f"the {self.name} attention backend does not support graph capture")

@@ -20,6 +20,7 @@ from autoglm.models import ModelConfig, load_model, resolve_dtype
 from autoglm.models.linear_method import LinearMethods, WeightQuantization, linear_methods_for, with_int_weights
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
+from autoglm.runner.padded_decode import PaddedDecodeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +35,10 @@ class RankModel:
     kv_format: KVCacheFormat
     linear_methods: LinearMethods
 
-    def runner(self, block_size: int, num_blocks: int) -> ModelRunner:
+    def runner(self, block_size: int, num_blocks: int,
+               padded_decode: PaddedDecodeSettings | None = None) -> ModelRunner:
         return ModelRunner(self.model, self.device, self.dtype, block_size, num_blocks, self.model_config.vocab_size,
-                           kv_format=self.kv_format)
+                           kv_format=self.kv_format, padded_decode=padded_decode)
 
 
 def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:

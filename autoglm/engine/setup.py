@@ -22,8 +22,10 @@ from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
 from autoglm.engine.tensor_parallel.process_group import group_settings, rank_device, rank_threads
 from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.engine.torch_threads import claim_num_threads
-from autoglm.runner.kv_cache import bytes_per_block, default_kv_bytes
+from autoglm.runner.kv_cache import bytes_per_block
+from autoglm.runner.memory_profile import fit_kv_budget, step_reserve_bytes
 from autoglm.runner.model_runner import ModelRunner
+from autoglm.runner.padded_decode import decode_graph_settings
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +58,13 @@ def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer
 
 
 def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.device,
-                max_context_len: int, kv_format: KVCacheFormat) -> int:
+                max_context_len: int, kv_format: KVCacheFormat, reserve: int) -> int:
+    """Blocks in the budget, leaving ``reserve`` bytes (the profiled steps' need) free on an accelerator."""
     per_block = bytes_per_block(model, config.block_size, dtype, kv_format)
     memory = device_memory(device)
-    budget = config.kv_cache_bytes(memory[1] if memory else None)
-    if budget is None:
-        full_need = config.max_num_seqs * -(-max_context_len // config.block_size) * per_block
-        budget = default_kv_bytes(memory[0] if memory else None, full_need)
+    full_need = config.max_num_seqs * -(-max_context_len // config.block_size) * per_block
+    budget = fit_kv_budget(config.kv_cache_bytes(memory[1] if memory else None), memory[0] if memory else None,
+                           reserve, full_need)
     num_blocks = budget // per_block
     if num_blocks < 1:
         raise ValueError(f"kv_cache_memory of {budget} bytes holds no block; one block needs {per_block} bytes")
@@ -93,8 +95,15 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
             max_context_len = model_config.max_position_embeddings
             logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
         eos_token_ids = collect_eos_token_ids(rank.model_path, model_config, tokenizer)
-        num_blocks = _num_blocks(config, rank.model, rank.dtype, rank.device, max_context_len, rank.kv_format)
-        runner = rank.runner(config.block_size, num_blocks)
+        # Tensor-parallel ranks replay no graphs yet: their steps wait on collectives issued from Python.
+        graphs = None if workers else decode_graph_settings(rank.device, config.enforce_eager, config.max_num_seqs,
+                                                            max_context_len, config.block_size)
+        # A tensor-parallel rank cannot run a forward alone (its peers wait in collectives): no profile run.
+        reserve = 0 if workers else step_reserve_bytes(rank.model, rank.device, config.max_num_batched_tokens,
+                                                       config.max_num_seqs, graphs is not None)
+        num_blocks = _num_blocks(config, rank.model, rank.dtype, rank.device, max_context_len, rank.kv_format,
+                                 reserve)
+        runner = rank.runner(config.block_size, num_blocks, graphs)
         if workers is not None:
             workers.share(num_blocks)  # the block tables are the same on every rank
     except BaseException:

@@ -1,6 +1,8 @@
 """One engine step on the device: a step plan in, forward, logits of the tokens that matter, sampling, arrays out."""
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import nn
 
@@ -9,9 +11,12 @@ from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
 from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
+from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.step_output import ScoredPrompt, StepOutput
 from autoglm.step_plan import PromptScoring, StepPlan
+
+logger = logging.getLogger(__name__)
 
 
 class ModelRunner:
@@ -19,15 +24,23 @@ class ModelRunner:
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype, block_size: int,
                  num_blocks: int, vocab_size: int, attention_backend: AttentionBackend | None = None,
-                 kv_format: KVCacheFormat = AUTO) -> None:
+                 kv_format: KVCacheFormat = AUTO, padded_decode: PaddedDecodeSettings | None = None) -> None:
         self.model = model
         self.device = device
         self.block_size = block_size
         self.vocab_size = vocab_size
-        self.kv_pool = allocate_kv_cache(model, num_blocks, block_size, dtype, device, kv_format)
+        # Padded decode rows write to one block past those the block manager hands out.
+        scratch_blocks = 1 if padded_decode else 0
+        self.kv_pool = allocate_kv_cache(model, num_blocks + scratch_blocks, block_size, dtype, device, kv_format)
         self.forward_context = ForwardContext(attention_backend or select_attention_backend(device, dtype))
         for layer in attention_layers(model):
             layer.forward_context = self.forward_context
+        if padded_decode and padded_decode.capture_graphs and not self.attention_backend.supports_graph_capture:
+            logger.warning("the %s attention backend cannot run under graph capture: decode steps run eagerly",
+                           self.attention_backend.name)
+            padded_decode = None
+        self.padded_decode = PaddedDecode(model, self.forward_context, padded_decode, num_blocks, block_size,
+                                          device) if padded_decode else None
         self.sampler = Sampler()
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
@@ -45,13 +58,18 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, plan: StepPlan) -> StepOutput:
         profiler = self.profiler
+        padded = self.padded_decode if self.padded_decode and self.padded_decode.serves(plan) else None
         with profiler.phase(PREPARE):
-            input_ids = self._input_ids(plan)
+            if padded:
+                input_ids, positions, metadata = padded.prepare(plan)
+            else:
+                input_ids = plan.input_ids.to(self.device, non_blocking=True)
+                positions = plan.positions.to(self.device, non_blocking=True)
+                metadata = self.attention_backend.build_metadata(plan, self.device)
+            self._fill_deferred(plan, input_ids)
             self._last_sampled = None  # until this step samples
-            positions = plan.positions.to(self.device, non_blocking=True)
-            metadata = self.attention_backend.build_metadata(plan, self.device)
         with profiler.phase(FORWARD), self.forward_context.step(metadata):
-            hidden = self.model(input_ids, positions)
+            hidden = padded.forward(input_ids, positions) if padded else self.model(input_ids, positions)
         logit_tokens = plan.logit_tokens()
         if not logit_tokens:
             return StepOutput()
@@ -67,15 +85,13 @@ class ModelRunner:
                 first += count
         return output
 
-    def _input_ids(self, plan: StepPlan) -> torch.Tensor:
-        """The plan's token ids on the device, its placeholders filled from the previous step's samples."""
-        input_ids = plan.input_ids.to(self.device, non_blocking=True)
+    def _fill_deferred(self, plan: StepPlan, input_ids: torch.Tensor) -> None:
+        """Fill the plan's placeholder tokens in ``input_ids`` (on the device) from the previous step's samples."""
         if plan.deferred_positions:
             if self._last_sampled is None:
                 raise ValueError("the plan defers tokens to the previous step's samples, but no step has sampled yet")
             sources = torch.tensor(plan.deferred_sources, device=self.device)
             input_ids[torch.tensor(plan.deferred_positions, device=self.device)] = self._last_sampled[sources]
-        return input_ids
 
     def _sample(self, logits: torch.Tensor, plan: StepPlan) -> StepOutput:
         batch = SamplingBatch.build(plan.sampling, self.vocab_size, self.device, plan.token_bitmask)

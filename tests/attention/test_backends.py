@@ -11,6 +11,7 @@ from autoglm.attention.layer import Attention
 from autoglm.attention.kv_cache_format import FP8_E4M3, INT8
 from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
+from autoglm.attention.triton_backend import TritonAttentionBackend
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.sequence import Sequence
 from autoglm.sampling_params import SamplingParams
@@ -23,18 +24,17 @@ CPU = torch.device("cpu")
     (True, "cpu", torch.bfloat16, CpuKernelAttentionBackend),
     (True, "cpu", torch.float16, TorchAttentionBackend),
     (False, "cpu", torch.float32, TorchAttentionBackend),
-    (True, "cuda", torch.float32, TorchAttentionBackend),
+    (True, "cuda", torch.float32, TritonAttentionBackend),
+    (False, "cuda", torch.bfloat16, TritonAttentionBackend),
 ])
 def test_the_kernel_backend_is_chosen_only_where_its_kernel_can_run(monkeypatch, has_flags, device, dtype, expected):
     monkeypatch.setattr(selector, "cpu_has_flags", lambda *flags: has_flags)
     assert type(select_attention_backend(torch.device(device), dtype)) is expected
 
 
-def test_graph_hooks_name_a_backend_without_graph_support():
-    backend = TorchAttentionBackend()
-    assert not backend.supports_graph_capture
-    with pytest.raises(NotImplementedError, match="torch attention backend does not support graph capture"):
-        backend.init_graph_buffers(max_batch=8, max_blocks=4)
+def test_cuda_without_triton_takes_the_torch_backend(monkeypatch):
+    monkeypatch.setattr(selector, "triton_available", lambda: False)
+    assert type(select_attention_backend(torch.device("cuda"), torch.bfloat16)) is TorchAttentionBackend
 
 
 def step_metadata(backend):

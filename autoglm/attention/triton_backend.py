@@ -1,0 +1,30 @@
+"""Attention on GPUs through the Triton paged-attention kernel: K/V read in place, one launch per kind of row.
+
+Nothing in a step's attention depends on host values that change from step to step (context
+lengths are read by the kernel from ``seq_lens``), so a decode step runs unchanged under CUDA
+graph capture.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from autoglm.attention.backend import AttentionBackend
+from autoglm.attention.metadata import AttentionMetadata
+from autoglm.attention.triton_paged_attention import paged_attention
+
+if TYPE_CHECKING:
+    from autoglm.attention.layer import Attention
+
+
+class TritonAttentionBackend(AttentionBackend):
+    """Writes the step's K/V into the cache, then attends every row over what the cache holds."""
+
+    name = "triton"
+    supports_graph_capture = True
+
+    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                metadata: AttentionMetadata) -> torch.Tensor:
+        layer.kv_cache.write(metadata.slot_mapping, k, v)
+        return paged_attention(q if q.stride(-1) == 1 else q.contiguous(), layer.kv_cache, metadata, layer.scale)
