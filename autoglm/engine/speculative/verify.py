@@ -10,7 +10,7 @@ request it is the identical-token rule. For a proposal q that is a point mass (n
 exactly the standard rule: a proposal x is kept with probability p(x) = min(1, p(x)/q(x)), and on
 rejection the target's draw is distributed as norm(max(0, p - q)). For a draft model that samples
 with the same seeded draws, it keeps x whenever both models' draws agree, which keeps p exactly.
-Either way every request's output is the one plain decoding gives, token for token.
+Either way every request gets the tokens plain decoding draws from the same logits.
 """
 from __future__ import annotations
 

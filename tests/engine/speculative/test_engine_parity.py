@@ -39,6 +39,12 @@ def draft(model_dir, k: int = 3) -> dict:
     return {"method": "draft_model", "num_speculative_tokens": k, "model": str(model_dir)}
 
 
+@pytest.fixture(params=["ngram", "draft_model"])
+def spec(request, models) -> dict:
+    """Each proposer's speculative_config: n-gram lookup, or the badly proposing draft."""
+    return NGRAM if request.param == "ngram" else draft(models[1])
+
+
 def quoting_prompts(count: int) -> list[list[int]]:
     """Prompts that repeat themselves, so that n-gram lookup finds matches."""
     return [[3 + (i * 7 + j * 5) % 40 for j in range(6 + 3 * i)] * 3 for i in range(count)]
@@ -62,12 +68,10 @@ def assert_whole(llm) -> None:
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 8])
-@pytest.mark.parametrize("method", ["ngram", "draft_model"])
-def test_greedy_output_is_unchanged(models, method, batch_size):
-    target, bad_draft = models
+def test_greedy_output_is_unchanged(models, spec, batch_size):
+    target, _ = models
     prompts = quoting_prompts(batch_size)
     _, plain = generate(target, prompts, GREEDY)
-    spec = NGRAM if method == "ngram" else draft(bad_draft)
     llm, speculative = generate(target, prompts, GREEDY, speculative_config=spec)
     assert speculative == plain
     stats = llm.engine.get_stats().spec_decode
@@ -75,10 +79,8 @@ def test_greedy_output_is_unchanged(models, method, batch_size):
     assert_whole(llm)
 
 
-@pytest.mark.parametrize("spec", [NGRAM, "draft"], ids=["ngram", "draft_model"])
 def test_sampled_output_with_penalties_and_n_is_unchanged(models, spec):
-    target, bad_draft = models
-    spec = draft(bad_draft) if spec == "draft" else spec
+    target, _ = models
     prompts = quoting_prompts(4)
     _, plain = generate(target, prompts, SAMPLED)
     llm, speculative = generate(target, prompts, SAMPLED, speculative_config=spec)
@@ -88,17 +90,21 @@ def test_sampled_output_with_penalties_and_n_is_unchanged(models, spec):
 
 
 def test_a_draft_identical_to_the_target_is_always_accepted(models):
+    """Also after preemptions and from cached prefixes: the draft's own K/V is never read stale."""
     target, _ = models
-    llm, _ = generate(target, quoting_prompts(3), GREEDY, speculative_config=draft(target, k=3))
+    probe = LLM(model=str(target), dtype="float32", kv_cache_memory=1 << 20)
+    llm = LLM(model=str(target), dtype="float32", speculative_config=draft(target, k=3), block_size=4,
+              kv_cache_memory=kv_bytes_for_blocks(probe, 8), max_num_batched_tokens=64)
+    for _ in range(2):
+        llm.generate(quoting_prompts(6), GREEDY, use_tqdm=False)
+    assert llm.engine.scheduler.num_preemptions > 0 and llm.engine.block_manager.prefix_cache_hits > 0
     stats = llm.engine.get_stats().spec_decode
     assert stats.acceptance_rate == 1.0
     assert stats.accepted_per_position[0] == stats.num_drafts  # near max_tokens drafts are shorter
 
 
-@pytest.mark.parametrize("spec", [NGRAM, "draft"], ids=["ngram", "draft_model"])
 def test_preemption_under_a_tiny_kv_pool(models, spec):
-    target, bad_draft = models
-    spec = draft(bad_draft) if spec == "draft" else spec
+    target, _ = models
     prompts = quoting_prompts(6)
     _, plain = generate(target, prompts, GREEDY)
     probe = LLM(model=str(target), dtype="float32", kv_cache_memory=1 << 20)
