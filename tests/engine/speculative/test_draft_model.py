@@ -26,6 +26,7 @@ def test_after_a_preemption_the_draft_recomputes_what_it_held(tmp_path):
                           (("other", range(100, 120)), ("seq", range(5, 25)), ("filler", range(20))))
 
     def admit(sequence):
+        sequence.num_computed_tokens = 0
         assert manager.allocate(sequence, sequence.num_tokens + 3)
         sequence.num_computed_tokens = sequence.num_tokens - 1  # as if the target had read the prompt
 
