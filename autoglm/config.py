@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from autoglm.speculative_config import SpeculativeConfig, parse_speculative_config
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:
@@ -285,6 +287,16 @@ class AutoGLMConfig(BaseModel):
     )
     quantize_lm_head: bool = Field(
         False, description="Quantize the LM head too (embeddings never are).", json_schema_extra=_MODEL
+    )
+    # Declared after tensor_parallel_size: its validator reads that already-validated value.
+    speculative_config: SpeculativeConfig | None = Field(
+        None,
+        description=(
+            "Speculative decoding, as a mapping or its JSON text: {\"method\": \"ngram\" | \"draft_model\", "
+            "\"num_speculative_tokens\": K, \"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4, \"model\": "
+            "DRAFT_FOLDER}; outputs are the same as without it. None: off."
+        ),
+        json_schema_extra=_MODEL,
     )
     host: str = Field("127.0.0.1", description="Address the server listens on.", json_schema_extra=_SERVER)
     port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.", json_schema_extra=_SERVER)
@@ -670,6 +682,15 @@ class AutoGLMConfig(BaseModel):
         if most < fewest:
             raise ValueError(f"must be at least ray_min_replicas ({fewest})")
         return most
+
+    @field_validator("speculative_config", mode="before")
+    @classmethod
+    def _speculative_config(cls, value: object, info: ValidationInfo) -> SpeculativeConfig | None:
+        config = parse_speculative_config(value)
+        if config is not None and config.method == "draft_model" and info.data.get("tensor_parallel_size", 1) > 1:
+            raise ValueError("method 'draft_model' runs its draft in the engine's own process and needs "
+                             "tensor_parallel_size 1; use method 'ngram' under tensor parallelism")
+        return config
 
     @field_validator("enable_prefix_caching")
     @classmethod

@@ -5,6 +5,8 @@ from pathlib import Path
 
 DEFAULT_MODEL_DIR = Path(__file__).parent / "assets" / "glm4-tiny-shakespeare"
 DEFAULT_MODEL_NAME = "glm4-tiny-shakespeare"
+# A much smaller model of the same tokenizer and corpus: the default model's draft for speculative decoding.
+DEFAULT_DRAFT_MODEL_DIR = Path(__file__).parent / "assets" / "glm4-tiny-shakespeare-draft"
 
 
 def resolve_model_path(model: str | None) -> Path:

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_DIR,
                         help="checkpoint folder to write (default: the package's default model)")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--tokenizer", type=Path,
+                        help="reuse this checkpoint folder's tokenizer instead of training one (a draft model for "
+                             "speculative decoding must share its target's: pass the default model's folder)")
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--layers", type=int, default=6)
@@ -258,7 +261,10 @@ def main() -> None:
 
     corpus = read_corpus(args.corpus)
     train_text, val_text = corpus.train, corpus.held_out
-    tokenizer = train_tokenizer(train_text, args.vocab_size, args.context)
+    if args.tokenizer is None:
+        tokenizer = train_tokenizer(train_text, args.vocab_size, args.context)
+    else:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(args.tokenizer)
     train_split, val_split = tokenize(tokenizer, train_text), tokenize(tokenizer, val_text)
     print(
         f"tokens: train {len(train_split.tokens)} ({train_split.tokens_per_char:.4f}/char), "
@@ -280,6 +286,8 @@ def main() -> None:
 
     hyper_parameters = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     hyper_parameters["corpus"] = args.corpus.name
+    if args.tokenizer is not None:
+        hyper_parameters["tokenizer"] = args.tokenizer.name
     hyper_parameters.pop("out")
     save(
         model,

@@ -15,6 +15,7 @@ from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.soak.command import add_soak_command
+from autoglm.bench.speculative.command import add_speculative_command
 from autoglm.bench.swap.command import add_swap_command
 from autoglm.bench.tenants.command import add_tenants_command
 from autoglm.bench.workloads import WORKLOADS
@@ -241,7 +242,7 @@ def _add_quant_memory(subparsers) -> None:
 
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
                                   add_soak_command, add_tenants_command, add_swap_command, add_ab_command,
-                                  add_kv_accuracy_command, _add_quant_kernels,
+                                  add_kv_accuracy_command, add_speculative_command, _add_quant_kernels,
                                   _add_quant_accuracy, _add_quant_memory]
 
 

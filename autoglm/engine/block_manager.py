@@ -172,13 +172,27 @@ class BlockManager:
     def free(self, seq: Sequence) -> None:
         """Drop the references of ``seq``; its cached blocks stay reusable until evicted."""
         for block_id in reversed(seq.block_table):
-            self._ref_counts[block_id] -= 1
-            if self._ref_counts[block_id] == 0:
-                self._free[block_id] = None
-                if self._block_hash[block_id] is None:
-                    self._free.move_to_end(block_id, last=False)
+            self._release(block_id)
         seq.block_table = []
         seq.num_published_blocks = 0
+
+    def _release(self, block_id: int) -> None:
+        """Drop one reference; a block left unreferenced is free, reused first unless it holds a cached prefix."""
+        self._ref_counts[block_id] -= 1
+        if self._ref_counts[block_id] == 0:
+            self._free[block_id] = None
+            if self._block_hash[block_id] is None:
+                self._free.move_to_end(block_id, last=False)
+
+    def release_lookahead(self, seq: Sequence) -> None:
+        """Give back the blocks past ``seq``'s computed tokens: speculative slots whose proposals were
+        rejected. They were never full of computed tokens, so they were never published to the prefix cache."""
+        if self._region_blocks is not None:
+            return
+        keep = self.blocks_for(seq.num_computed_tokens)
+        for block_id in seq.block_table[keep:]:
+            self._release(block_id)
+        del seq.block_table[keep:]
 
     def _take_fresh(self) -> int:
         """The next free block, its cached prefix (if any) evicted."""

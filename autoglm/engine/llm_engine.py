@@ -25,6 +25,10 @@ from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.structured_output import GrammarCache
+from autoglm.engine.speculative.build import build_proposer
+from autoglm.engine.speculative.metrics import SpecDecodeStats
+from autoglm.engine.speculative.proposer import max_lookahead
+from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
@@ -55,6 +59,7 @@ class EngineStats:
     prompt_tokens_total: int
     generation_tokens_total: int
     tensor_parallel_size: int = 1  # processes the model is split across
+    spec_decode: SpecDecodeStats | None = None  # None: speculative decoding is off
 
 
 class LLMEngine:
@@ -83,9 +88,12 @@ class LLMEngine:
             enable_prefix_caching=config.enable_prefix_caching,
             reserve_tokens_per_seq=None if config.use_paged_attention else self.max_context_len,
         )
+        self.proposer = build_proposer(config, parts)
+        self.spec_decode_stats = SpecDecodeStats()
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
             FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]()), config.max_num_seqs_per_tenant,
+            lookahead=self._lookahead if self.proposer is not None else None,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
@@ -260,6 +268,7 @@ class LLMEngine:
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.generation_tokens_total,
             tensor_parallel_size=self.config.tensor_parallel_size,
+            spec_decode=self.spec_decode_stats.snapshot() if self.proposer is not None else None,
         )
 
     def enable_profiling(self) -> StepProfiler:
@@ -278,13 +287,28 @@ class LLMEngine:
                 self._restart_prompt_logprobs(seq)
             if not batch.seqs:
                 return []
-            planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids)
+            proposals = self._propose(batch)
+            planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids,
+                                      proposals)
             output = self.runner.execute(planned.plan)
             with self.profiler.phase(OUTPUTS):
-                return self._process_result(batch, step_result(planned, output))
+                return self._process_result(batch, step_result(planned, output), proposals)
 
-    def _process_result(self, batch: ScheduledBatch, result: StepResult) -> list[RequestOutput]:
-        """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens."""
+    def _lookahead(self, seq: Sequence) -> int:
+        return max_lookahead(seq, self.config.speculative_config.num_speculative_tokens, self.max_context_len)
+
+    def _propose(self, batch: ScheduledBatch) -> dict[Sequence, list[int]]:
+        """Proposed tokens for the sequences the scheduler gave lookahead slots; none without a proposer."""
+        seqs = [seq for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens) if slots]
+        if not seqs:
+            return {}
+        lengths = [slots for slots in batch.num_lookahead_tokens if slots]
+        return {seq: proposed for seq, proposed in zip(seqs, self.proposer.propose(seqs, lengths)) if proposed}
+
+    def _process_result(self, batch: ScheduledBatch, result: StepResult,
+                        proposals: dict[Sequence, list[int]]) -> list[RequestOutput]:
+        """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens:
+        under speculative decoding the proposals the target kept, then its own next token."""
         now = time.time()
         touched: dict[str, RequestState] = {}
         for seq, num_new in zip(batch.seqs, batch.num_new_tokens):
@@ -298,11 +322,24 @@ class LLMEngine:
             state = self.requests[seq.request_id]
             state.prompt_logprobs.extend(to_position_logprobs(e) for e in entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
-        for seq, sampled in result.sampled.items():
+        for seq, drawn in result.sampled.items():
             state = self.requests[seq.request_id]
             if seq.index == 0 and state.pending_children:
                 self._start_children(state)
-            self._append_token(state, state.completions[seq.index], sampled, now)
+            proposed = proposals.get(seq, [])
+            accepted = num_accepted(proposed, [entry.token_id for entry in drawn])
+            self.spec_decode_stats.record(len(proposed), accepted)
+            completion = state.completions[seq.index]
+            for entry in drawn[: accepted + 1]:  # stops at a stop, EOS or max_tokens among them
+                self._append_token(state, completion, entry, now)
+                if completion.finish_reason is not None:
+                    break
+            if accepted and completion.finish_reason is None:
+                seq.num_computed_tokens += accepted  # the kept proposals' K/V, computed by this step
+                self.block_manager.cache_full_blocks(seq)
+        for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens):
+            if slots and not seq.is_finished:
+                self.block_manager.release_lookahead(seq)
         outputs = [output for state in touched.values() if (output := state.take_output()) is not None]
         for state in touched.values():
             if state.finished:

@@ -17,13 +17,19 @@ class PlannedStep:
 
     plan: StepPlan
     seqs: list[Sequence]  # one per row
-    sampled_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.sampling``
+    sampled_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.sampling`` (k + 1 per k proposals)
     scoring_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.prompt_scoring``
 
 
 def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size: int,
-                    eos_token_ids: set[int]) -> PlannedStep:
-    """Rows ordered single-token queries first; each row's tokens, positions and KV slots flattened."""
+                    eos_token_ids: set[int], proposals: dict[Sequence, list[int]] | None = None) -> PlannedStep:
+    """Rows ordered single-token queries first; each row's tokens, positions and KV slots flattened.
+
+    A sequence with ``proposals`` (speculative decoding) also computes its proposed tokens, and samples
+    at its last real token and at each proposed one, as if the proposals before were its output.
+    """
+    proposals = proposals or {}
+    num_new_tokens = [num_new + len(proposals.get(seq, ())) for seq, num_new in zip(seqs, num_new_tokens)]
     order = sorted(range(len(seqs)), key=lambda i: num_new_tokens[i] != 1)
     seqs = [seqs[i] for i in order]
     query_lens = [num_new_tokens[i] for i in order]
@@ -40,17 +46,20 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     for seq, query_len, seq_len in zip(seqs, query_lens, seq_lens):
         start = seq.num_computed_tokens
         first_token = len(token_ids)
+        proposed = proposals.get(seq, [])
         token_ids.extend(seq.token_ids[start:seq_len])
+        token_ids.extend(proposed)
         positions.extend(range(start, seq_len))
         if seq.needs_prompt_logprobs and start < seq.num_prompt_tokens - 1:
             last = min(seq_len, seq.num_prompt_tokens - 1)
             prompt_scoring.append(PromptScoring(first_token, seq.token_ids[start + 1 : last + 1],
                                                 seq.params.prompt_logprobs or 0))
             scoring_seqs.append(seq)
-        if seq_len == seq.num_tokens:
-            sample_tokens.append(len(token_ids) - 1)
-            sampling.append(row_sampling(seq, eos_token_ids))
-            sampled_seqs.append(seq)
+        if seq_len == seq.num_tokens + len(proposed):
+            for count in range(len(proposed) + 1):
+                sample_tokens.append(len(token_ids) - 1 - len(proposed) + count)
+                sampling.append(row_sampling(seq, eos_token_ids, proposed[:count]))
+                sampled_seqs.append(seq)
     rows = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(query_lens, dtype=torch.long))
     block_tables = torch.tensor(tables, dtype=torch.long).reshape(len(seqs), max_blocks)
     position_tensor = torch.tensor(positions, dtype=torch.long)
@@ -72,15 +81,19 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
 
 
-def row_sampling(seq: Sequence, eos_token_ids: set[int]) -> RowSampling:
-    """The sequence's sampling settings as plain values for its next token.
+def row_sampling(seq: Sequence, eos_token_ids: set[int], proposed: list[int] | None = None) -> RowSampling:
+    """The sequence's sampling settings as plain values for its next token, or, given ``proposed``
+    tokens, for the token after them, as if they were already its output.
 
-    Every draw derives from the sequence's seed and its draw count, never from a global RNG. A
-    sequence with a grammar is not held back by min_tokens: its grammar alone says where it may
-    end, and banning the one token a complete grammar allows would leave nothing to sample.
+    Every draw derives from the sequence's seed and its draw count, never from a global RNG: a
+    proposed position draws exactly what plain decoding would draw there. A sequence with a grammar
+    is not held back by min_tokens: its grammar alone says where it may end, and banning the one
+    token a complete grammar allows would leave nothing to sample.
     """
     params = seq.params
-    short = seq.num_output_tokens < params.min_tokens and seq.grammar is None
+    proposed = proposed or []
+    num_output = seq.num_output_tokens + len(proposed)
+    short = num_output < params.min_tokens and seq.grammar is None
     banned = (*eos_token_ids, *params.stop_token_ids) if short else ()
     repetition = params.repetition_penalty != 1.0
     output_penalty = repetition or params.frequency_penalty != 0.0 or params.presence_penalty != 0.0
@@ -97,7 +110,7 @@ def row_sampling(seq: Sequence, eos_token_ids: set[int]) -> RowSampling:
         banned_token_ids=tuple(sorted(set(banned))),
         num_logprobs=params.logprobs,
         seed=seq.seed,
-        draw_index=seq.num_output_tokens,
+        draw_index=num_output,
         prompt_token_ids=seq.prompt_token_ids if repetition else [],
-        output_token_ids=seq.output_token_ids if output_penalty else [],
+        output_token_ids=seq.output_token_ids + proposed if output_penalty else [],
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoglm.engine.block_manager import BlockManager
@@ -32,17 +33,20 @@ class ScheduledBatch:
 
     seqs: list[Sequence] = field(default_factory=list)
     num_new_tokens: list[int] = field(default_factory=list)
+    # Slots held past each sequence's tokens for proposed tokens to be verified (speculative decoding).
+    num_lookahead_tokens: list[int] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
-    num_tokens: int = 0  # the sum of ``num_new_tokens``
+    num_tokens: int = 0  # the sum of ``num_new_tokens`` and ``num_lookahead_tokens``
 
-    def add(self, seq: Sequence, num_new_tokens: int) -> None:
+    def add(self, seq: Sequence, num_new_tokens: int, num_lookahead_tokens: int = 0) -> None:
         self.seqs.append(seq)
         self.num_new_tokens.append(num_new_tokens)
-        self.num_tokens += num_new_tokens
+        self.num_lookahead_tokens.append(num_lookahead_tokens)
+        self.num_tokens += num_new_tokens + num_lookahead_tokens
 
     def remove(self, seq: Sequence) -> None:
         index = self.seqs.index(seq)
-        self.num_tokens -= self.num_new_tokens.pop(index)
+        self.num_tokens -= self.num_new_tokens.pop(index) + self.num_lookahead_tokens.pop(index)
         del self.seqs[index]
 
 
@@ -57,13 +61,17 @@ class Scheduler:
         enable_chunked_prefill: bool = True,
         policy: SchedulerPolicy | None = None,
         max_num_seqs_per_tenant: int | None = None,
+        lookahead: Callable[[Sequence], int] | None = None,
     ) -> None:
+        """``lookahead`` gives the proposed tokens a decoding sequence may verify in a step (speculative
+        decoding); it gets slots for them only when they fit without preempting anyone."""
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
         self.policy = policy or FairSharePolicy(PriorityPolicy())
         self.max_num_seqs_per_tenant = max_num_seqs_per_tenant
+        self.lookahead = lookahead
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.num_steps = 0
@@ -104,12 +112,24 @@ class Scheduler:
             if seq.status is not SequenceStatus.RUNNING:  # preempted to make room for an earlier one
                 continue
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            if self._allocate_or_preempt(seq, num_new, batch):
+            num_lookahead = self._lookahead_slots(seq, num_new, budget)
+            if num_lookahead:
+                batch.add(seq, num_new, num_lookahead)
+            elif self._allocate_or_preempt(seq, num_new, batch):
                 batch.add(seq, num_new)
         if not batch.preempted:
             self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
         self.policy.step_scheduled(batch)
         return batch
+
+    def _lookahead_slots(self, seq: Sequence, num_new: int, budget: int) -> int:
+        """Slots for a decoding sequence's proposed tokens, allocated now; 0 where none fit the budget or the pool."""
+        if self.lookahead is None or num_new != 1 or seq.num_tokens - seq.num_computed_tokens != 1:
+            return 0
+        num_lookahead = min(self.lookahead(seq), budget - 1)
+        if num_lookahead <= 0 or not self.block_manager.allocate(seq, 1 + num_lookahead):
+            return 0
+        return num_lookahead
 
     def _allocate_or_preempt(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> bool:
         """Find blocks for ``seq`` by preempting the policy's victims; False if ``seq`` itself went.

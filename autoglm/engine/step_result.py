@@ -22,13 +22,14 @@ class TokenLogprobs:
 class StepResult:
     """What one forward pass produced, per sequence."""
 
-    sampled: dict[Sequence, TokenLogprobs] = field(default_factory=dict)
+    # Each sampled sequence's draws in order: one, or one per proposed token and one after them.
+    sampled: dict[Sequence, list[TokenLogprobs]] = field(default_factory=dict)
     # For sequences asking for prompt logprobs: entries for the prompt tokens this chunk scored.
     prompt_logprobs: dict[Sequence, list[TokenLogprobs]] = field(default_factory=dict)
 
 
 def step_result(planned: PlannedStep, output: StepOutput) -> StepResult:
-    """Each sampled row's token (with the log-probs its request asked for), each scored prompt's entries."""
+    """Each sampled position's token (with the log-probs its request asked for), each scored prompt's entries."""
     result = StepResult()
     for row, seq in enumerate(planned.sampled_seqs):
         entry = TokenLogprobs(output.token_ids[row], None)
@@ -36,7 +37,7 @@ def step_result(planned: PlannedStep, output: StepOutput) -> StepResult:
         if count is not None:
             entry.logprob, entry.rank = output.logprobs[row], output.ranks[row]
             entry.top = list(zip(output.top_token_ids[row][:count], output.top_logprobs[row][:count]))
-        result.sampled[seq] = entry
+        result.sampled.setdefault(seq, []).append(entry)
     for seq, scoring, scored in zip(planned.scoring_seqs, planned.plan.prompt_scoring, output.prompt_logprobs):
         result.prompt_logprobs[seq] = [
             TokenLogprobs(token_id, logprob, rank, list(zip(top_ids, top_values)))

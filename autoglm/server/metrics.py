@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.server.models.version_ids import split_version_id
 
 _LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -77,6 +78,26 @@ class _EngineStatsCollector(Collector):
             counter = CounterMetricFamily(name, documentation, labels=["model_name"])
             counter.add_metric([served], value)
             yield counter
+        if stats.spec_decode is not None:
+            yield from _EngineStatsCollector._spec_decode(served, stats.spec_decode)
+
+    @staticmethod
+    def _spec_decode(served: str, spec: SpecDecodeStats) -> Iterator[Metric]:
+        """vLLM's spec_decode counters: acceptance rate is accepted over draft tokens, by position too."""
+        for name, documentation, value in (
+            ("autoglm:spec_decode_num_drafts", "Sequences' proposals verified by the target.", spec.num_drafts),
+            ("autoglm:spec_decode_num_draft_tokens", "Tokens proposed.", spec.num_draft_tokens),
+            ("autoglm:spec_decode_num_accepted_tokens", "Proposed tokens the target kept.", spec.num_accepted_tokens),
+        ):
+            counter = CounterMetricFamily(name, documentation, labels=["model_name"])
+            counter.add_metric([served], value)
+            yield counter
+        per_position = CounterMetricFamily("autoglm:spec_decode_num_accepted_tokens_per_pos",
+                                           "Proposed tokens the target kept, by position in their draft.",
+                                           labels=["model_name", "position"])
+        for position, value in enumerate(spec.accepted_per_position):
+            per_position.add_metric([served, str(position)], value)
+        yield per_position
 
 
 # The tenant label of a request whose tenant is no longer in the tenants file (a reload removed it):

@@ -47,6 +47,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "ab": tables.ab,
     "kv-cache-accuracy": tables.kv_cache_accuracy,
     "soak": tables.soak,
+    "speculative": tables.speculative,
     "quant-accuracy": quantization_tables.quant_accuracy,
     "quant-kernels": quantization_tables.quant_kernels,
     "quant-memory": quantization_tables.quant_memory,

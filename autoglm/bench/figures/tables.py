@@ -14,6 +14,7 @@ from autoglm.bench.figures.formats import (bold, duration, markdown_table, milli
 from autoglm.bench.figures.machine import describe_machine, same_device
 from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.soak import report as soak_report
+from autoglm.bench.speculative import report as speculative_report
 from autoglm.bench.linear_paths import linear_paths_rows, missing_kernels
 from autoglm.bench.profile_report import linear_paths_rows as path_calls_rows
 
@@ -201,6 +202,11 @@ def ab(comparison: ResultsFile) -> str:
 def kv_cache_accuracy(accuracy: ResultsFile) -> str:
     """A ``bench kv-accuracy`` file: each kv_cache_dtype's bytes, perplexity and agreement with ``auto``."""
     return caption(accuracy) + markdown_table(KV_ACCURACY_HEADER, kv_accuracy_rows(accuracy.data), text_columns=2)
+
+
+def speculative(results: ResultsFile) -> str:
+    """A ``bench speculative`` file: acceptance, tokens per target pass and batch-1 decode speed of each proposer."""
+    return caption(results) + markdown_table(speculative_report.HEADER, speculative_report.table_rows(results.data))
 
 
 def soak(soak_file: ResultsFile) -> str:

@@ -39,3 +39,18 @@ def test_two_ranks_match_transformers_through_chunks_prefix_hits_and_preemption(
         assert sum(output.num_cached_tokens for output in second) > 0
     assert_matches(first, reference)
     assert_matches(second, reference)
+
+
+@pytest.mark.timeout(300)
+def test_ngram_speculation_on_two_ranks_keeps_the_tokens(tmp_path, restored_threads):
+    """The plan already carries several tokens and sampled positions per row: n-gram speculation needs no more."""
+    model_dir = make_tiny_checkpoint("llama", tmp_path / "llama")
+    prompts = [prompt * 2 for prompt in parity_prompts()]  # repeated, so that lookup finds matches
+    reference = greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
+    params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True, logprobs=0)
+    speculative_config = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}
+    with LLM(model=str(model_dir), dtype="float32", tensor_parallel_size=RANKS,
+             speculative_config=speculative_config) as llm:
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        assert llm.engine.get_stats().spec_decode.num_accepted_tokens > 0
+    assert_matches(outputs, reference)

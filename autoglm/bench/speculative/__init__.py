@@ -1,0 +1,1 @@
+"""``autoglm bench speculative``: acceptance and batch-1 decode speed of speculative decoding."""
