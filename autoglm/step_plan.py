@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+ALL_TOKENS_ALLOWED = -1  # a token bitmask's int32 word with all 32 bits set
+
 
 @dataclass(frozen=True)
 class RowSampling:
@@ -72,7 +74,7 @@ class StepPlan:
     deferred_positions: list[int] = field(default_factory=list)  # placeholder tokens to fill on the device
     deferred_sources: list[int] = field(default_factory=list)  # the previous step's sampled row for each
     # int32 [len(sampling), ceil(vocab / 32)]: bit t % 32 of word t // 32 set where a sampled row may
-    # take token t (every bit, for a row without a grammar); None when no row has a grammar.
+    # take token t (ALL_TOKENS_ALLOWED in every word, for a row without a grammar); None when no row has a grammar.
     token_bitmask: torch.Tensor | None = None
 
     def __post_init__(self) -> None:

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.ab.command import add_ab_command
+from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.soak.command import add_soak_command
 from autoglm.bench.speculative.command import add_speculative_command
+from autoglm.bench.structured.command import add_structured_command
 from autoglm.bench.swap.command import add_swap_command
 from autoglm.bench.tenants.command import add_tenants_command
 from autoglm.bench.workloads import WORKLOADS
@@ -26,8 +28,6 @@ CHECKPOINT_DTYPES = ("bfloat16", "float16", "float32")
 NO_BASELINE = "none"
 BASELINES = ("transformers", NO_BASELINE)
 BASELINE_HELP = "what the engine is compared with on the same requests; none runs it alone (default: %(default)s)"
-# Benchmarks measure the dtype real deployments serve in; a file, variable or flag may still choose another.
-BENCH_SETTING_DEFAULTS = {"dtype": "bfloat16"}
 
 
 def _config_override(text: str) -> tuple[str, Any]:
@@ -242,7 +242,8 @@ def _add_quant_memory(subparsers) -> None:
 
 BENCH_COMMANDS: list[Callable] = [_add_make_model, _add_throughput, _add_roofline, _add_latency, add_serve_command,
                                   add_soak_command, add_tenants_command, add_swap_command, add_ab_command,
-                                  add_kv_accuracy_command, add_speculative_command, _add_quant_kernels,
+                                  add_kv_accuracy_command, add_speculative_command, add_structured_command,
+                                  _add_quant_kernels,
                                   _add_quant_accuracy, _add_quant_memory]
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from autoglm.runner.token_bitmask import apply_token_bitmask
 from autoglm.step_plan import RowSampling
 
 
@@ -37,7 +38,7 @@ class SamplingBatch:
     logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
     draw_seeds: dict[int, int]  # each sampled row: the seed of this row's draw
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
-    allowed_tokens: torch.Tensor | None = None  # [N, V] bool: what each row's grammar allows; None: no grammar
+    token_bitmask: torch.Tensor | None = None  # int32 [N, ceil(V / 32)] on the device (StepPlan.token_bitmask)
 
     @classmethod
     def build(cls, rows: list[RowSampling], vocab_size: int, device: torch.device,
@@ -88,7 +89,7 @@ class SamplingBatch:
             logit_bias=_logit_bias(rows, device),
             draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
-            allowed_tokens=None if token_bitmask is None else _unpack_bitmask(token_bitmask.to(device), vocab_size),
+            token_bitmask=None if token_bitmask is None else token_bitmask.to(device),
         )
 
 
@@ -193,16 +194,9 @@ def _apply_top_k_top_p(
 def _apply_grammar(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     """Tokens a row's grammar forbids are masked out before anything else, greedy rows included, so
     no later stage can bring one back; rows without a grammar allow every token."""
-    if batch.allowed_tokens is None:
+    if batch.token_bitmask is None:
         return logits
-    return logits.masked_fill(~batch.allowed_tokens, float("-inf"))
-
-
-def _unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """int32 [N, ceil(V / 32)] to bool [N, V]: token t is bit t % 32 of word t // 32."""
-    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
-    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
-    return bits.flatten(1)[:, :vocab_size].bool()
+    return apply_token_bitmask(logits, batch.token_bitmask)
 
 
 def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.figures import quantities as q
-from autoglm.bench.figures import quantization_tables, tables, tenant_tables
+from autoglm.bench.figures import quantization_tables, structured_tables, tables, tenant_tables
 from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
 from autoglm.bench.soak import report as soak_report
+from autoglm.bench.structured import report as structured_report
 from autoglm.bench.tenants import report as tenants_report
 
 RESULTS_SUFFIX = ".json"
@@ -52,6 +53,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "quant-kernels": quantization_tables.quant_kernels,
     "quant-memory": quantization_tables.quant_memory,
     "tenants": tenant_tables.tenants,
+    "structured": structured_tables.structured,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
@@ -76,6 +78,7 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "tenants-overhead": (lambda file: tenants_report.overhead(file.data), "{:.1%}"),
     "tenants-split": (lambda file: tenants_report.served_split(file.data), "{:.2f}:1"),
     "tenants-flood-ttft": (lambda file: tenants_report.flood_ttft_ratio(file.data), "{:.2f}x"),
+    "structured-ratio": (lambda file: structured_report.rate_ratio(file.data), "{:.3f}x"),
 }
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 import torch
 
 from autoglm.engine.structured_output.grammar_state import GrammarState
-
-ALL_ALLOWED = -1  # an int32 word with all 32 bits set
+from autoglm.step_plan import ALL_TOKENS_ALLOWED
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -19,7 +18,7 @@ def build_token_bitmask(states: list[GrammarState | None]) -> torch.Tensor | Non
     constrained = [(row, state) for row, state in enumerate(states) if state is not None]
     if not constrained:
         return None
-    bitmask = torch.full((len(states), bitmask_words(constrained[0][1].vocab_size)), ALL_ALLOWED,
+    bitmask = torch.full((len(states), bitmask_words(constrained[0][1].vocab_size)), ALL_TOKENS_ALLOWED,
                          dtype=torch.int32)
     for row, state in constrained:
         state.fill_bitmask(bitmask, row)

@@ -1,0 +1,1 @@
+"""``autoglm bench structured``: what constrained requests cost the unconstrained ones decoding beside them."""
