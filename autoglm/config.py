@@ -227,6 +227,16 @@ class AutoGLMConfig(BaseModel):
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
+    async_scheduling: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Schedule and prepare each step while the device still runs the one before, its sampled tokens "
+            "filled in on the device and copied back without waiting; 'auto' is on for CUDA, off elsewhere. "
+            "Steps with a structured-output, prompt-logprobs or penalised request, and speculative decoding, "
+            "run one at a time either way."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     scheduling_policy: Literal["priority", "fcfs"] = Field(
         "priority",
         description=(
