@@ -48,6 +48,11 @@ class LaunchedStep:
     pending: PendingStepOutput
     proposals: dict[Sequence, list[int]] = field(default_factory=dict)
 
+    @property
+    def is_void(self) -> bool:
+        """Every sequence it computes for has finished since its launch, so its output would all be discarded."""
+        return all(seq.is_finished for seq in self.batch.seqs)
+
     def advance(self) -> None:
         """Count the step's tokens as computed and each sampled sequence's coming token as pending, so
         the next step can be scheduled; rows of sequences finished since the launch are discarded."""

@@ -308,6 +308,8 @@ class LLMEngine:
             outputs = self._complete(current)
             if self._in_flight is not None:
                 self._in_flight.advance()
+                if self._in_flight.is_void:  # every row's sequence finished meanwhile: nothing left to read
+                    self._in_flight = None
             return outputs
 
     def _overlaps(self) -> bool:
