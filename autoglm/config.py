@@ -227,6 +227,16 @@ class AutoGLMConfig(BaseModel):
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
+    async_scheduling: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Schedule and prepare each step while the device still runs the one before, its sampled tokens "
+            "filled in on the device and copied back without waiting; 'auto' is on for CUDA, off elsewhere. "
+            "Steps with a structured-output, prompt-logprobs or penalised request, and speculative decoding, "
+            "run one at a time either way."
+        ),
+        json_schema_extra=_SCHEDULING,
+    )
     scheduling_policy: Literal["priority", "fcfs"] = Field(
         "priority",
         description=(
@@ -801,9 +811,19 @@ def _expectation(info: FieldInfo) -> str:
     if get_origin(info.annotation) is Literal:
         return "one of " + ", ".join(repr(choice) for choice in get_args(info.annotation))
     kinds = get_args(info.annotation) or (info.annotation,)
-    words = [_KIND_WORDS[kind] for kind in kinds]
+    words = [_kind_words(kind) for kind in kinds]
     words[0] += _bounds(info.metadata)
     return " or ".join(words)
+
+
+def _kind_words(kind: Any) -> str:
+    """One member of a field's type in words: a plain type, a literal choice, or a type with its own bounds."""
+    if get_origin(kind) is Literal:
+        return " or ".join(repr(choice) for choice in get_args(kind))
+    if get_origin(kind) is Annotated:
+        base, *rules = get_args(kind)
+        return _kind_words(base) + _bounds([bound for rule in rules for bound in getattr(rule, "metadata", [rule])])
+    return _KIND_WORDS[kind]
 
 
 def _bounds(metadata: list[Any]) -> str:

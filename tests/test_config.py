@@ -148,6 +148,8 @@ def test_device_forms_rejected(device: str) -> None:
         ("drain_timeout_s", -1, "a number >= 0"),
         ("tokenizer_workers", 0, "an integer >= 1"),
         ("use_paged_attention", "sometimes", "true or false"),
+        ("async_scheduling", "sometimes", "expected true or false or 'auto'"),
+        ("cpu_kernel_max_rows", -1, "expected an integer >= 0 or 'auto'"),
         ("host", 5, "a string"),
     ],
 )

@@ -5,7 +5,8 @@
 # goes in priority order, so a run cut short still leaves the most important results in $OUT:
 #   1. the CUDA kernel and engine tests, graphs on and off;
 #   2. qwen2.5-0.5b shape, bfloat16: batch-1 latency and offline throughput against transformers with
-#      graphs on, then the engine alone with graphs off (--enforce-eager), and a profiled fixed run;
+#      graphs on, then the engine alone with graphs off (--enforce-eager), then with graphs on but
+#      async scheduling off (--async-scheduling false), and a profiled fixed run;
 #   3. the engine, model and server suites on CUDA, graphs on and off;
 #   4. llama-3.2-1b shape: batch-1 latency and mixed throughput, graphs on.
 # Each step's output is in $OUT/<step>.log, its exit status in $OUT/progress.txt; the benchmarks also
@@ -34,7 +35,8 @@ nvidia-smi >> "$OUT/versions.txt" 2>&1
 
 # 1. The kernel against the torch backend, the engine against transformers, graphs on and off.
 step cuda-tests pytest_run tests/attention/test_triton_cuda.py tests/engine/test_cuda_engine.py \
-    tests/engine/test_memory_profile.py tests/engine/test_padded_decode.py tests/attention/test_triton_backend.py
+    tests/engine/test_memory_profile.py tests/engine/test_padded_decode.py tests/attention/test_triton_backend.py \
+    tests/engine/test_async_scheduling_cuda.py tests/engine/test_async_scheduling.py
 
 # 2. qwen2.5-0.5b shape.
 QWEN=$MODELS/qwen05b
@@ -49,6 +51,11 @@ step throughput-qwen-graphs autoglm bench throughput -q --model "$QWEN" --device
     --workload all --output-json "$OUT/throughput-qwen2.5-0.5b-graphs.json"
 step throughput-qwen-eager autoglm bench throughput -q --model "$QWEN" --device cuda --max-context-len 2048 \
     --enforce-eager --baseline none --workload all --output-json "$OUT/throughput-qwen2.5-0.5b-eager.json"
+step latency-qwen-sync autoglm bench latency -q --model "$QWEN" --device cuda --async-scheduling false \
+    --baseline none --input-lens 128 --output-len 128 --num-iters 3 --output-json "$OUT/latency-qwen2.5-0.5b-sync.json"
+step throughput-qwen-sync autoglm bench throughput -q --model "$QWEN" --device cuda --max-context-len 2048 \
+    --async-scheduling false --baseline none --workload mixed \
+    --output-json "$OUT/throughput-qwen2.5-0.5b-sync.json"
 step throughput-qwen-profile autoglm bench throughput -q --model "$QWEN" --device cuda --max-context-len 2048 \
     --baseline none --workload fixed --profile --output-json "$OUT/throughput-fixed-profile-qwen2.5-0.5b.json"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.config import AutoGLMConfig
+from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabled, needs_synchronous_steps
 from autoglm.engine.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
@@ -103,6 +104,9 @@ class LLMEngine:
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.async_scheduling = async_scheduling_enabled(config.async_scheduling, self.device)
+        self._synchronous_requests: set[str] = set()  # ids of requests whose steps may not overlap
+        self._in_flight: LaunchedStep | None = None  # launched, its tokens not read yet (async scheduling)
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
@@ -177,6 +181,8 @@ class LLMEngine:
             prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
         )
         self.requests[request_id] = state
+        if needs_synchronous_steps(params):
+            self._synchronous_requests.add(request_id)
         self.scheduler.add(seqs[0])
         self.prompt_tokens_total += len(token_ids)
 
@@ -236,15 +242,21 @@ class LLMEngine:
 
     def abort_request(self, request_id: str) -> bool:
         """Stop a request now and free its blocks; False if it is unknown or already done."""
-        state = self.requests.pop(request_id, None)
+        state = self.requests.get(request_id)
         if state is None:
             return False
+        self._forget(request_id)
         for completion in state.completions:
             if completion.finish_reason is None:
                 completion.finish_reason = "abort"
             self.scheduler.finish(completion.seq)
         state.metrics.finished_time = time.time()
         return True
+
+    def _forget(self, request_id: str) -> None:
+        """Drop a finished or aborted request."""
+        del self.requests[request_id]
+        self._synchronous_requests.discard(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -279,20 +291,50 @@ class LLMEngine:
 
     # ---- the step -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one forward pass and return what each request hands out now (see RequestOutputKind)."""
+        """Run one forward pass and return what each request hands out now (see RequestOutputKind).
+
+        Under async scheduling the next step is launched before this one's tokens are read, and stays
+        in flight between calls (see :mod:`autoglm.engine.async_scheduling`).
+        """
         with self.profiler.step():
-            with self.profiler.phase(SCHEDULE):
-                batch = self.scheduler.schedule()
-            for seq in batch.preempted:
-                self._restart_prompt_logprobs(seq)
-            if not batch.seqs:
-                return []
-            proposals = self._propose(batch)
-            planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids,
-                                      proposals)
-            output = self.runner.execute(planned.plan)
-            with self.profiler.phase(OUTPUTS):
-                return self._process_result(batch, step_result(planned, output), proposals)
+            current, self._in_flight = self._in_flight, None
+            if current is None:
+                current = self._launch(previous=None)
+                if current is None:
+                    return []
+                current.advance()
+            if self._overlaps():
+                self._in_flight = self._launch(previous=current)
+            outputs = self._complete(current)
+            if self._in_flight is not None:
+                self._in_flight.advance()
+                if self._in_flight.is_void:  # every row's sequence finished meanwhile: nothing left to read
+                    self._in_flight = None
+            return outputs
+
+    def _overlaps(self) -> bool:
+        """Whether the next step may be launched before the current one's tokens are read."""
+        return self.async_scheduling and self.proposer is None and not self._synchronous_requests
+
+    def _launch(self, previous: LaunchedStep | None) -> LaunchedStep | None:
+        """Schedule a step and launch it on the device; None when nothing is scheduled. ``previous``: the
+        step in flight, whose sampled tokens this one's plan reads on the device."""
+        with self.profiler.phase(SCHEDULE):
+            batch = self.scheduler.schedule()
+        for seq in batch.preempted:
+            self._restart_prompt_logprobs(seq)
+        if not batch.seqs:
+            return None
+        proposals = self._propose(batch)
+        planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids,
+                                  proposals, previous.planned if previous else None)
+        return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
+
+    def _complete(self, launched: LaunchedStep) -> list[RequestOutput]:
+        """Read a launched step's tokens (waiting for them if need be) and hand them to the sequences."""
+        output = launched.pending.result()
+        with self.profiler.phase(OUTPUTS):
+            return self._process_result(launched.batch, step_result(launched.planned, output), launched.proposals)
 
     def _lookahead(self, seq: Sequence) -> int:
         return max_lookahead(seq, self.config.speculative_config.num_speculative_tokens, self.max_context_len)
@@ -307,22 +349,29 @@ class LLMEngine:
 
     def _process_result(self, batch: ScheduledBatch, result: StepResult,
                         proposals: dict[Sequence, list[int]]) -> list[RequestOutput]:
-        """Advance each scheduled sequence, cache its full blocks, and append and detokenize new tokens:
-        under speculative decoding the proposals the target kept, then its own next token."""
+        """Cache each scheduled sequence's full blocks (the step's tokens already count as computed, see
+        LaunchedStep.advance), and append and detokenize new tokens: under speculative decoding the
+        proposals the target kept, then its own next token. Sequences finished or aborted since the
+        step was launched are passed over."""
         now = time.time()
         touched: dict[str, RequestState] = {}
-        for seq, num_new in zip(batch.seqs, batch.num_new_tokens):
-            seq.num_computed_tokens += num_new
+        for seq in batch.seqs:
+            if seq.is_finished:
+                continue
             self.block_manager.cache_full_blocks(seq)
             state = self.requests[seq.request_id]
             if state.metrics.first_scheduled_time is None:
                 state.metrics.first_scheduled_time = now
             touched[seq.request_id] = state
         for seq, entries in result.prompt_logprobs.items():
+            if seq.is_finished:
+                continue
             state = self.requests[seq.request_id]
             state.prompt_logprobs.extend(to_position_logprobs(e) for e in entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
         for seq, drawn in result.sampled.items():
+            if seq.is_finished:
+                continue
             state = self.requests[seq.request_id]
             if seq.index == 0 and state.pending_children:
                 self._start_children(state)
@@ -343,7 +392,7 @@ class LLMEngine:
         outputs = [output for state in touched.values() if (output := state.take_output()) is not None]
         for state in touched.values():
             if state.finished:
-                del self.requests[state.request_id]
+                self._forget(state.request_id)
         return outputs
 
     def _start_children(self, state: RequestState) -> None:
@@ -363,7 +412,7 @@ class LLMEngine:
                       now: float) -> None:
         seq, params = completion.seq, state.params
         token_id = sampled.token_id
-        seq.token_ids.append(token_id)
+        seq.append_token(token_id)
         if seq.grammar is not None:
             seq.grammar.accept(token_id)
         self.generation_tokens_total += 1

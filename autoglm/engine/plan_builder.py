@@ -22,13 +22,17 @@ class PlannedStep:
 
 
 def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size: int,
-                    eos_token_ids: set[int], proposals: dict[Sequence, list[int]] | None = None) -> PlannedStep:
+                    eos_token_ids: set[int], proposals: dict[Sequence, list[int]] | None = None,
+                    previous: PlannedStep | None = None) -> PlannedStep:
     """Rows ordered single-token queries first; each row's tokens, positions and KV slots flattened.
 
     A sequence with ``proposals`` (speculative decoding) also computes its proposed tokens, and samples
     at its last real token and at each proposed one, as if the proposals before were its output.
+    A sequence whose last token is pending (async scheduling) leaves it to the runner to fill from the
+    row that sampled it in ``previous``, the step launched just before.
     """
     proposals = proposals or {}
+    previous_rows = {seq: row for row, seq in enumerate(previous.sampled_seqs)} if previous else {}
     num_new_tokens = [num_new + len(proposals.get(seq, ())) for seq, num_new in zip(seqs, num_new_tokens)]
     order = sorted(range(len(seqs)), key=lambda i: num_new_tokens[i] != 1)
     seqs = [seqs[i] for i in order]
@@ -43,11 +47,18 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     prompt_scoring: list[PromptScoring] = []
     sampled_seqs: list[Sequence] = []
     scoring_seqs: list[Sequence] = []
+    deferred_positions: list[int] = []
+    deferred_sources: list[int] = []
     for seq, query_len, seq_len in zip(seqs, query_lens, seq_lens):
         start = seq.num_computed_tokens
         first_token = len(token_ids)
         proposed = proposals.get(seq, [])
         token_ids.extend(seq.token_ids[start:seq_len])
+        if seq.last_token_pending and seq_len == seq.num_tokens:
+            if seq not in previous_rows:
+                raise ValueError(f"sequence {seq.seq_id} has a pending token but no row of the previous step sampled it")
+            deferred_positions.append(len(token_ids) - 1)
+            deferred_sources.append(previous_rows[seq])
         token_ids.extend(proposed)
         positions.extend(range(start, seq_len))
         if seq.needs_prompt_logprobs and start < seq.num_prompt_tokens - 1:
@@ -76,6 +87,8 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
         sample_tokens=sample_tokens,
         sampling=sampling,
         prompt_scoring=prompt_scoring,
+        deferred_positions=deferred_positions,
+        deferred_sources=deferred_sources,
         token_bitmask=build_token_bitmask([seq.grammar for seq in sampled_seqs]),
     )
     return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)

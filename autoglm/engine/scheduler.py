@@ -111,6 +111,8 @@ class Scheduler:
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted to make room for an earlier one
                 continue
+            if seq.pending_token_is_last:  # async scheduling: the step in flight ends it
+                continue
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             num_lookahead = self._lookahead_slots(seq, num_new, budget)
             if num_lookahead:

@@ -12,6 +12,8 @@ from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()
 
+PENDING_TOKEN = -1  # a token sampled by a step in flight, its id not yet read back (never a vocabulary id)
+
 
 @dataclass(frozen=True)
 class TenantTag:
@@ -77,6 +79,9 @@ class Sequence:
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
     grammar: GrammarState | None = field(default=None, repr=False)  # what its output must match; None: free
     queued_step: int | None = None  # scheduler step at which the request was first queued
+    # token_ids ends with PENDING_TOKEN, standing for the token a launched step sampled but the engine has
+    # not read yet (async scheduling); the next plan defers that input to the device.
+    last_token_pending: bool = False
     seq_id: int = field(default_factory=lambda: next(_sequence_counter))
     needs_prompt_logprobs: bool = field(init=False)  # prompt positions are still to be scored
 
@@ -103,3 +108,22 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
+
+    def add_pending_token(self) -> None:
+        """Count the token a launched step is sampling for this sequence before its id is known."""
+        self.token_ids.append(PENDING_TOKEN)
+        self.last_token_pending = True
+
+    def append_token(self, token_id: int) -> None:
+        """A sampled token: it takes the pending token's place, or extends the sequence."""
+        if self.last_token_pending:
+            self.token_ids[-1] = token_id
+            self.last_token_pending = False
+        else:
+            self.token_ids.append(token_id)
+
+    @property
+    def pending_token_is_last(self) -> bool:
+        """Its pending token is its max_tokens-th: it finishes when that token arrives, so no step need
+        compute it. (A request's max_tokens is resolved to fit the context, so this covers both lengths.)"""
+        return self.last_token_pending and self.num_output_tokens >= self.max_tokens

@@ -1,4 +1,5 @@
-"""One engine step on the device: a step plan in, forward, logits of the tokens that matter, sampling, arrays out."""
+"""One engine step on the device: a step plan in, forward, logits of the tokens that matter, sampling, arrays out
+(at once, or launched and read later under async scheduling)."""
 from __future__ import annotations
 
 import logging
@@ -12,7 +13,9 @@ from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
+from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.runner.sampler import Sampler, SamplingBatch
+from autoglm.runner.transfer import to_device
 from autoglm.step_output import ScoredPrompt, StepOutput
 from autoglm.step_plan import PromptScoring, StepPlan
 
@@ -55,8 +58,15 @@ class ModelRunner:
         profiler.count_linear_paths(self.model)
         self.profiler = profiler
 
-    @torch.inference_mode()
     def execute(self, plan: StepPlan) -> StepOutput:
+        """Run ``plan`` and wait for its output."""
+        return self.launch(plan).result()
+
+    @torch.inference_mode()
+    def launch(self, plan: StepPlan) -> PendingStepOutput:
+        """Queue ``plan``'s forward and sampling on the device; its sampled ids stay there for the next plan's
+        deferred tokens, and their copy to the host is under way when this returns. On CUDA nothing here
+        waits for the device unless the plan scores prompt positions."""
         profiler = self.profiler
         padded = self.padded_decode if self.padded_decode and self.padded_decode.serves(plan) else None
         with profiler.phase(PREPARE):
@@ -71,39 +81,32 @@ class ModelRunner:
         with profiler.phase(FORWARD), self.forward_context.step(metadata):
             hidden = padded.forward(input_ids, positions) if padded else self.model(input_ids, positions)
         logit_tokens = plan.logit_tokens()
+        output = StepOutput()
         if not logit_tokens:
-            return StepOutput()
+            return PendingStepOutput(output)
         with profiler.phase(FORWARD), profiler.forward_part(LINEAR):
-            logits = self.model.compute_logits(hidden[logit_tokens])
+            logits = self.model.compute_logits(hidden[to_device(logit_tokens, self.device)])
         with profiler.phase(SAMPLE):
             num_scored = len(logit_tokens) - len(plan.sample_tokens)
-            output = self._sample(logits[num_scored:], plan) if plan.sampling else StepOutput()
             first = 0
             for scoring in plan.prompt_scoring:
                 count = len(scoring.target_token_ids)
                 output.prompt_logprobs.append(_score_prompt(logits[first : first + count], scoring))
                 first += count
-        return output
+            if not plan.sampling:
+                return PendingStepOutput(output)
+            batch = SamplingBatch.build(plan.sampling, self.vocab_size, self.device, plan.token_bitmask)
+            sampled = self.sampler(logits[num_scored:], batch)
+            self._last_sampled = sampled.token_ids
+            return PendingStepOutput.copy_to_host(output, sampled)
 
     def _fill_deferred(self, plan: StepPlan, input_ids: torch.Tensor) -> None:
         """Fill the plan's placeholder tokens in ``input_ids`` (on the device) from the previous step's samples."""
         if plan.deferred_positions:
             if self._last_sampled is None:
                 raise ValueError("the plan defers tokens to the previous step's samples, but no step has sampled yet")
-            sources = torch.tensor(plan.deferred_sources, device=self.device)
-            input_ids[torch.tensor(plan.deferred_positions, device=self.device)] = self._last_sampled[sources]
-
-    def _sample(self, logits: torch.Tensor, plan: StepPlan) -> StepOutput:
-        batch = SamplingBatch.build(plan.sampling, self.vocab_size, self.device, plan.token_bitmask)
-        out = self.sampler(logits, batch)
-        self._last_sampled = out.token_ids
-        return StepOutput(
-            token_ids=out.token_ids.tolist(),
-            logprobs=out.logprobs.tolist() if out.logprobs is not None else None,
-            ranks=out.ranks.tolist() if out.ranks is not None else None,
-            top_token_ids=out.top_token_ids.tolist() if out.top_token_ids is not None else None,
-            top_logprobs=out.top_logprobs.tolist() if out.top_logprobs is not None else None,
-        )
+            sources = to_device(plan.deferred_sources, self.device)
+            input_ids[to_device(plan.deferred_positions, self.device)] = self._last_sampled[sources]
 
 
 def _score_prompt(logits: torch.Tensor, scoring: PromptScoring) -> ScoredPrompt:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.runner.token_bitmask import apply_token_bitmask
+from autoglm.runner.transfer import to_device
 from autoglm.step_plan import RowSampling
 
 
@@ -59,7 +60,7 @@ class SamplingBatch:
                 values = [value if s else neutral for value, s in zip(values, sampled)]
             if all(value == neutral for value in values):
                 return None
-            return torch.tensor(values, dtype=dtype, device=device)
+            return to_device(values, device, dtype)
 
         repetition_penalty = per_row([p.repetition_penalty for p in rows], 1.0)
         frequency_penalty = per_row([p.frequency_penalty for p in rows], 0.0)
@@ -75,7 +76,7 @@ class SamplingBatch:
             num_rows=num_rows,
             vocab_size=vocab_size,
             all_greedy=not any(sampled),
-            greedy=None if all(sampled) else torch.tensor([not s for s in sampled], device=device),
+            greedy=None if all(sampled) else to_device([not s for s in sampled], device),
             temperature=per_row([p.temperature for p in rows], 1.0, only_sampled=True),
             top_k=per_row(top_k, vocab_size, torch.long, only_sampled=True),
             top_p=per_row([p.top_p for p in rows], 1.0, only_sampled=True),
@@ -89,7 +90,7 @@ class SamplingBatch:
             logit_bias=_logit_bias(rows, device),
             draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
-            token_bitmask=None if token_bitmask is None else token_bitmask.to(device),
+            token_bitmask=None if token_bitmask is None else token_bitmask.to(device, non_blocking=True),
         )
 
 
@@ -203,7 +204,7 @@ def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tenso
     """Rows short of min_tokens cannot end yet: their EOS and stop tokens are masked out."""
     if batch.min_tokens_ban is None:
         return logits
-    return logits.index_put(batch.min_tokens_ban, torch.tensor(float("-inf"), device=logits.device))
+    return logits.index_put(batch.min_tokens_ban, torch.full((), float("-inf"), device=logits.device))
 
 
 def _apply_logit_bias(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
@@ -233,8 +234,8 @@ def _token_counts(token_ids: list[list[int]], vocab_size: int, device: torch.dev
     """[N, V] float: how often each token occurs in each row's list."""
     longest = max((len(ids) for ids in token_ids), default=0)
     # Padding points at an extra column that is dropped afterwards.
-    padded = torch.tensor(
-        [ids + [vocab_size] * (longest - len(ids)) for ids in token_ids], dtype=torch.long, device=device
+    padded = to_device(
+        [ids + [vocab_size] * (longest - len(ids)) for ids in token_ids], device, torch.long
     ).reshape(len(token_ids), longest)
     counts = torch.zeros(len(token_ids), vocab_size + 1, device=device)
     counts.scatter_add_(1, padded, torch.ones_like(padded, dtype=counts.dtype))
@@ -249,7 +250,7 @@ def _min_tokens_ban(rows: list[RowSampling], vocab_size: int,
     if not pairs:
         return None
     banned_rows, token_ids = zip(*pairs)
-    return torch.tensor(banned_rows, device=device), torch.tensor(token_ids, device=device)
+    return to_device(banned_rows, device), to_device(token_ids, device)
 
 
 def _logit_bias(rows: list[RowSampling],
@@ -259,5 +260,5 @@ def _logit_bias(rows: list[RowSampling],
     if not triples:
         return None
     biased_rows, token_ids, biases = zip(*triples)
-    return (torch.tensor(biased_rows, device=device), torch.tensor(token_ids, device=device),
-            torch.tensor(biases, dtype=torch.float32, device=device))
+    return (to_device(biased_rows, device), to_device(token_ids, device),
+            to_device(biases, device, torch.float32))

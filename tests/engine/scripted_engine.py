@@ -19,6 +19,7 @@ from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, collect_eos_token_ids
 from autoglm.model_paths import DEFAULT_MODEL_DIR
 from autoglm.models import ModelConfig
+from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.step_output import ScoredPrompt, StepOutput
 from autoglm.step_plan import StepPlan
 
@@ -38,6 +39,9 @@ class ScriptedRunner:
         self.num_steps = 0
         self.scheduler: Scheduler | None = None  # the engine's, whose running sequences the plan's rows are
         self.last_seqs: list[Sequence] = []  # what the latest step computed
+
+    def launch(self, plan: StepPlan) -> PendingStepOutput:
+        return PendingStepOutput(self.execute(plan))
 
     def execute(self, plan: StepPlan) -> StepOutput:
         self.num_steps += 1

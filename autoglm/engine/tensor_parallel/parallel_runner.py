@@ -12,6 +12,7 @@ from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.profiling import COMMUNICATION, PREPARE, StepProfiler
 from autoglm.runner.kv_cache import KVPool
 from autoglm.runner.model_runner import ModelRunner
+from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.step_output import StepOutput
 from autoglm.step_plan import StepPlan
 
@@ -37,9 +38,14 @@ class TensorParallelRunner:
 
     def execute(self, plan: StepPlan) -> StepOutput:
         """Raises EngineBrokenError if a worker has died, or dies during the step."""
+        return self.launch(plan).result()
+
+    def launch(self, plan: StepPlan) -> PendingStepOutput:
+        """Send ``plan`` to the workers and launch it on this rank; every rank keeps its own samples on its
+        device, so each fills the next plan's deferred tokens alike. Raises EngineBrokenError as ``execute``."""
         try:
             with self.runner.profiler.phase(PREPARE):
                 self.workers.send(plan)
-            return self.runner.execute(plan)
+            return self.runner.launch(plan)
         except Exception as error:
             raise self.workers.broken_by(error) from error

@@ -30,7 +30,7 @@ def run_worker(config: AutoGLMConfig, settings: GroupSettings, rank: int, lifeli
     channel = join_group(settings, rank)
     runner = load_rank_model(config, rank_device(settings, rank)).runner(config.block_size, channel.share())
     while (plan := channel.receive()) is not None:
-        runner.execute(plan)
+        runner.launch(plan)  # its output is rank 0's to read
     leave_group()
 
 

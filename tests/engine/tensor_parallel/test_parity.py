@@ -54,3 +54,23 @@ def test_ngram_speculation_on_two_ranks_keeps_the_tokens(tmp_path, restored_thre
         outputs = llm.generate(prompts, params, use_tqdm=False)
         assert llm.engine.get_stats().spec_decode.num_accepted_tokens > 0
     assert_matches(outputs, reference)
+
+
+@pytest.mark.timeout(300)
+def test_async_scheduling_on_two_ranks_keeps_the_tokens(tmp_path, restored_threads):
+    """Every rank fills a plan's deferred tokens from its own samples, which are the same on every rank."""
+    model_dir = make_tiny_checkpoint("llama", tmp_path / "llama")
+    prompts = parity_prompts()
+    reference = greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
+    params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True, logprobs=0)
+    with LLM(model=str(model_dir), dtype="float32", tensor_parallel_size=RANKS, async_scheduling=True) as llm:
+        launch, deferred = llm.engine.runner.launch, []
+
+        def recording_launch(plan):
+            deferred.append(bool(plan.deferred_positions))
+            return launch(plan)
+
+        llm.engine.runner.launch = recording_launch
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+    assert any(deferred)
+    assert_matches(outputs, reference)
