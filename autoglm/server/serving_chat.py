@@ -37,6 +37,7 @@ from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.streaming import ChoiceDelta
 from autoglm.server.tokenizer_pool import TokenizerPool
+from autoglm.server.tool_calls.families import tool_call_family
 from autoglm.server.tool_calls.parsed import new_tool_call_id
 from autoglm.server.tool_calls.stream import StreamPiece, ToolCallStream, visible_content
 from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
@@ -48,14 +49,19 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     """Token ids of the conversation (and the tools it may call) as the model was trained to read it; a
     rendering longer than the context could hold is refused before it is tokenized.
 
-    The template writes any special tokens itself, so the tokenizer must not add them again.
+    The template writes any special tokens itself, so the tokenizer must not add them again. A family
+    whose template reads tool calls and results in its own shapes gets the conversation in those.
     """
     if not tokenizer.chat_template:
         raise APIError(HTTPStatus.BAD_REQUEST, "this model has no chat template; use /v1/completions instead",
                        param="messages", code="invalid_value")
+    history = [message.as_template_input() for message in messages]
+    family = tool_call_family(tokenizer.chat_template)
+    if family is not None and family.history is not None:
+        history = family.history(history, tools, tokenizer.chat_template)
     try:
-        text = tokenizer.apply_chat_template([message.as_template_input() for message in messages],
-                                             tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt)
+        text = tokenizer.apply_chat_template(history, tools=tools, tokenize=False,
+                                             add_generation_prompt=add_generation_prompt)
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
                        param="messages", code="invalid_value") from None
