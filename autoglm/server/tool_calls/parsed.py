@@ -30,6 +30,18 @@ class ToolCallParser(Protocol):
     def parse(self, text: str, final: bool) -> ParsedOutput: ...
 
 
+class FirstCallOnly:
+    """A parser's answers with only the first call (``parallel_tool_calls: false`` under "auto",
+    where the model, not a grammar, decides how many calls it writes): later calls are dropped."""
+
+    def __init__(self, parser: ToolCallParser) -> None:
+        self._parser = parser
+
+    def parse(self, text: str, final: bool) -> ParsedOutput:
+        parsed = self._parser.parse(text, final)
+        return ParsedOutput(parsed.content, parsed.calls[:1])
+
+
 def new_tool_call_id() -> str:
     """An id in OpenAI's shape, unique enough for a client to match tool results to calls."""
     return f"call_{uuid.uuid4().hex[:24]}"

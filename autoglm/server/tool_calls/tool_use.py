@@ -14,7 +14,7 @@ from autoglm.server.protocol import ChatCompletionRequest, NamedToolChoice, Tool
 from autoglm.server.tool_calls.families import known_families, tool_call_family
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.forced_schema import arguments_schema, call_array_schema
-from autoglm.server.tool_calls.parsed import ToolCallParser
+from autoglm.server.tool_calls.parsed import FirstCallOnly, ToolCallParser
 from autoglm.structured_outputs import StructuredOutputsParams
 
 
@@ -29,8 +29,8 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
     """The request's use of tools; None when it declares none.
 
     "none" shows the tools to the template and reads no calls; "auto" (the default with tools) reads
-    calls in the format the template teaches; "required" and a named function force a call with a grammar,
-    which works with any model.
+    calls in the format the template teaches (only the first with parallel_tool_calls false);
+    "required" and a named function force a call with a grammar, which works with any model.
     """
     tools = request.tools or []
     choice = request.tool_choice
@@ -54,6 +54,8 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
                            f"chat template teaches, and this model's teaches none this server reads "
                            f"({known_families()}); use tool_choice 'required' or name a function",
                            param="tool_choice", code="invalid_value")
+        if request.parallel_tool_calls is False:
+            return ToolUse(template_tools, None, lambda: FirstCallOnly(family.new_parser(names)))
         return ToolUse(template_tools, None, partial(family.new_parser, names))
     if choice == "required":
         schema = call_array_schema(tools, parallel=request.parallel_tool_calls is not False)

@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from autoglm.server.protocol import ChatCompletionRequest
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.glm4 import Glm4ToolCallParser
 from autoglm.server.tool_calls.hermes import HermesToolCallParser
 from autoglm.server.tool_calls.llama3_json import Llama3JsonToolCallParser
-from autoglm.server.tool_calls.parsed import ParsedOutput, ToolCallParser, ToolCallText
+from autoglm.server.tool_calls.parsed import FirstCallOnly, ParsedOutput, ToolCallParser, ToolCallText
 from autoglm.server.tool_calls.stream import ToolCallStream, visible_content
+from autoglm.server.tool_calls.tool_use import plan_tool_use
+from tests.server.tool_calls.templates import QWEN_TEMPLATE
 
 NAMES = ["get_weather", "get_time"]
 WEATHER = '{"city": "Paris", "unit": "celsius"}'
@@ -49,6 +52,11 @@ CASES = [
     (Glm4ToolCallParser(NAMES), "\nget_weather is what I would call.\n{}", "\nget_weather is what I would call.\n{}", []),
     (Glm4ToolCallParser(NAMES), "get\n{}", "get\n{}", []),  # only a declared tool's name opens a call
     (Glm4ToolCallParser(NAMES), f"get_time\n{TIME}\nDone.", "\nDone.", [call("get_time", TIME)]),
+    # parallel_tool_calls false under "auto": the model's later calls are dropped.
+    (FirstCallOnly(HermesToolCallParser(NAMES)),
+     f'<tool_call>\n{{"name": "get_weather", "arguments": {WEATHER}}}\n</tool_call>\n'
+     f'<tool_call>\n{{"name": "get_time", "arguments": {TIME}}}\n</tool_call>',
+     "", [call("get_weather", WEATHER)]),
     # Forced calls: a named function's arguments, or an array of calls.
     (NamedFunctionParser("get_weather"), WEATHER, "", [call("get_weather", WEATHER)]),
     (CallArrayParser(), f'[{{"name": "get_time", "arguments": {TIME}}}, {{"name": "get_weather", "arguments": {WEATHER}}}]',
@@ -98,3 +106,13 @@ def test_text_that_may_open_a_call_is_held_back_until_it_is_known():
     glm = ToolCallStream(Glm4ToolCallParser(NAMES))
     assert glm.advance("get_w", final=False).content == ""
     assert glm.advance("ind", final=False).content == "get_wind"
+
+
+@pytest.mark.parametrize("parallel_tool_calls, calls", [(None, 2), (True, 2), (False, 1)])
+def test_auto_reads_only_the_first_call_when_calls_may_not_run_in_parallel(parallel_tool_calls, calls):
+    request = ChatCompletionRequest.model_validate({
+        "messages": [{"role": "user", "content": "Hi"}], "parallel_tool_calls": parallel_tool_calls,
+        "tools": [{"type": "function", "function": {"name": name}} for name in NAMES]})
+    parser = plan_tool_use(request, QWEN_TEMPLATE).new_parser()
+    reply = "".join(f'<tool_call>{{"name": "{name}", "arguments": {{}}}}</tool_call>' for name in NAMES)
+    assert len(parser.parse(reply, final=True).calls) == calls
