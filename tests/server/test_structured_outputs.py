@@ -149,6 +149,10 @@ def test_max_tokens_cuts_a_constrained_answer_off_with_finish_reason_length(serv
 @pytest.mark.parametrize("fields, param, words", [
     ({"response_format": json_schema_format({"type": "object", "properties": {"a": {"type": "nonsense"}}})},
      "response_format.json_schema.schema", "response_format.json_schema.schema does not compile"),
+    ({"response_format": json_schema_format({"type": "object", "properties": {"a": {"not": {"type": "null"}}}})},
+     "response_format.json_schema.schema",
+     "response_format.json_schema.schema: the schema uses 'not' (at /properties/a), which the grammar cannot enforce"),
+    ({"guided_json": {"type": "string", "format": "ipv5"}}, "guided_json", "the string format 'ipv5'"),
     ({"guided_regex": "([a-z]"}, "guided_regex", "guided_regex does not compile"),
     ({"structured_outputs": {"grammar": "root ::= undefined_rule"}}, "structured_outputs.grammar",
      "structured_outputs.grammar does not compile"),

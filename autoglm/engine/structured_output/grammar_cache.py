@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.structured_output.grammar_state import GrammarState
 from autoglm.engine.structured_output.schema_rewrite import bounded_strings_as_patterns
+from autoglm.engine.structured_output.schema_support import check_enforceable
 from autoglm.errors import InvalidRequestError
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -69,6 +70,7 @@ class GrammarCache:
         kind = constraint.kind
         try:
             if kind == "json":
+                check_enforceable(constraint.json, "structured_outputs.json")
                 # Whitespace fixed to ", " and ": ": free whitespace would let a weak model pad forever.
                 schema = json.dumps(bounded_strings_as_patterns(constraint.json))
                 return compiler.compile_json_schema(schema, any_whitespace=False)
