@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.runner.token_bitmask import apply_token_bitmask
-from autoglm.runner.transfer import to_device
+from autoglm.runner.transfer import tensor_to_device, to_device
 from autoglm.step_plan import RowSampling
 
 
@@ -90,7 +90,7 @@ class SamplingBatch:
             logit_bias=_logit_bias(rows, device),
             draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
-            token_bitmask=None if token_bitmask is None else token_bitmask.to(device, non_blocking=True),
+            token_bitmask=None if token_bitmask is None else tensor_to_device(token_bitmask, device),
         )
 
 
