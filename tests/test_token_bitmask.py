@@ -5,6 +5,7 @@ import torch
 
 from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
 from autoglm.step_plan import ALL_TOKENS_ALLOWED
+from tests.optional_packages import needs_xgrammar
 
 
 def test_only_rows_that_forbid_a_token_are_constrained():
@@ -14,6 +15,7 @@ def test_only_rows_that_forbid_a_token_are_constrained():
     assert constrained_rows(bitmask) == [1, 3]
 
 
+@needs_xgrammar
 def test_forbidden_tokens_go_to_minus_infinity_in_a_copy():
     vocab = 70
     logits = torch.randn(3, vocab)
@@ -27,6 +29,7 @@ def test_forbidden_tokens_go_to_minus_infinity_in_a_copy():
     assert torch.equal(masked[1:], raw[1:])
 
 
+@needs_xgrammar
 def test_a_mask_that_allows_everything_changes_nothing():
     logits = torch.randn(2, 40)
     bitmask = torch.full((2, 2), ALL_TOKENS_ALLOWED, dtype=torch.int32)
