@@ -48,7 +48,7 @@ def test_threads_compiling_at_once_share_one_cache(tokenizer):
 
 
 @needs_xgrammar
-def test_a_state_follows_the_tokens_it_accepts_and_rolls_back(tokenizer):
+def test_a_state_follows_the_tokens_it_accepts(tokenizer):
     cache = GrammarCache(tokenizer, VOCAB_SIZE, {EOS_ID})
     state = cache.new_state(StructuredOutputsParams(choice=["ab"]))
     a, b = tokenizer.convert_tokens_to_ids(["a", "b"])
@@ -62,9 +62,6 @@ def test_a_state_follows_the_tokens_it_accepts_and_rolls_back(tokenizer):
     assert allowed() == {b}
     state.accept(b)
     assert allowed() == {EOS_ID}
-    state.rollback(1)
-    assert allowed() == {b}
-    state.accept(b)
     state.accept(EOS_ID)
     assert state.is_terminated
     with pytest.raises(RuntimeError, match="refused token"):
