@@ -7,6 +7,7 @@ from autoglm.engine.plan_builder import row_sampling
 from autoglm.engine.sequence import Sequence
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.sampling_params import SamplingParams
+from tests.optional_packages import needs_xgrammar
 
 CPU = torch.device("cpu")
 # Five tokens with probabilities a hand can add up: sorted, 0.5, 0.3, 0.1, 0.05, 0.05.
@@ -278,6 +279,7 @@ def bitmask(allowed_per_row: list[set[int] | None], vocab_size: int) -> torch.Te
     return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # the same bits as int32
 
 
+@needs_xgrammar
 def test_a_grammar_bitmask_limits_greedy_and_random_rows_to_its_tokens():
     vocab = 70  # three words; token 31 is an int32's sign bit, 64 and 69 sit in a partial last word
     allowed = {3, 31, 64, 69}
@@ -292,6 +294,7 @@ def test_a_grammar_bitmask_limits_greedy_and_random_rows_to_its_tokens():
     assert picked[2:] == free[2:], "rows whose mask allows everything pick as if there were no mask"
 
 
+@needs_xgrammar
 def test_every_token_a_grammar_allows_can_be_drawn_and_no_other():
     allowed = {0, 2, 4}
     params = [SamplingParams(temperature=1.0, seed=seed) for seed in range(DRAWS)]
@@ -299,6 +302,7 @@ def test_every_token_a_grammar_allows_can_be_drawn_and_no_other():
     assert set(Sampler()(torch.tensor([LOGITS] * DRAWS), batch).token_ids.tolist()) == allowed
 
 
+@needs_xgrammar
 def test_logprobs_under_a_grammar_stay_those_of_the_raw_logits():
     batch = build([SamplingParams(temperature=0, logprobs=2)], token_bitmask=bitmask([{3}], len(LOGITS)))
     out = Sampler()(torch.tensor([LOGITS]), batch)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.attention.metadata import AttentionMetadata
+from autoglm.runner.transfer import staged_for
 from autoglm.step_plan import StepPlan
 
 
@@ -56,11 +57,12 @@ class DecodeBuffers:
         """Copy a pure-decode plan's rows in and pad the rest up to ``batch``; table columns past the plan's are
         left as they were, as no row's context reaches them."""
         rows = len(plan.query_lens)
-        self.input_ids[:rows].copy_(plan.input_ids, non_blocking=True)
-        self.positions[:rows].copy_(plan.positions, non_blocking=True)
-        self.slot_mapping[:rows].copy_(plan.slot_mapping, non_blocking=True)
-        self.seq_lens[:rows].copy_(torch.tensor(plan.seq_lens), non_blocking=True)
-        self.block_tables[:rows, : plan.block_tables.shape[1]].copy_(plan.block_tables, non_blocking=True)
+        device = self.input_ids.device
+        for buffer, values in ((self.input_ids[:rows], plan.input_ids), (self.positions[:rows], plan.positions),
+                               (self.slot_mapping[:rows], plan.slot_mapping),
+                               (self.seq_lens[:rows], torch.tensor(plan.seq_lens)),
+                               (self.block_tables[:rows, : plan.block_tables.shape[1]], plan.block_tables)):
+            buffer.copy_(staged_for(values, device), non_blocking=True)
         self.pad(rows, batch)
 
     def metadata(self, batch: int, host_seq_lens: list[int]) -> AttentionMetadata:

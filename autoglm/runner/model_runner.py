@@ -15,7 +15,7 @@ from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.runner.sampler import Sampler, SamplingBatch
-from autoglm.runner.transfer import to_device
+from autoglm.runner.transfer import tensor_to_device, to_device
 from autoglm.step_output import ScoredPrompt, StepOutput
 from autoglm.step_plan import PromptScoring, StepPlan
 
@@ -73,8 +73,8 @@ class ModelRunner:
             if padded:
                 input_ids, positions, metadata = padded.prepare(plan)
             else:
-                input_ids = plan.input_ids.to(self.device, non_blocking=True)
-                positions = plan.positions.to(self.device, non_blocking=True)
+                input_ids = tensor_to_device(plan.input_ids, self.device)
+                positions = tensor_to_device(plan.positions, self.device)
                 metadata = self.attention_backend.build_metadata(plan, self.device)
             self._fill_deferred(plan, input_ids)
             self._last_sampled = None  # until this step samples

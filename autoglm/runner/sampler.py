@@ -5,12 +5,12 @@ all-greedy batch without penalties costs one argmax.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from autoglm.runner.token_bitmask import apply_token_bitmask
-from autoglm.runner.transfer import to_device
+from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
+from autoglm.runner.transfer import tensor_to_device, to_device
 from autoglm.step_plan import RowSampling
 
 
@@ -40,6 +40,7 @@ class SamplingBatch:
     draw_seeds: dict[int, int]  # each sampled row: the seed of this row's draw
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
     token_bitmask: torch.Tensor | None = None  # int32 [N, ceil(V / 32)] on the device (StepPlan.token_bitmask)
+    grammar_rows: list[int] = field(default_factory=list)  # the rows whose bitmask forbids some token
 
     @classmethod
     def build(cls, rows: list[RowSampling], vocab_size: int, device: torch.device,
@@ -90,7 +91,8 @@ class SamplingBatch:
             logit_bias=_logit_bias(rows, device),
             draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
-            token_bitmask=None if token_bitmask is None else token_bitmask.to(device, non_blocking=True),
+            token_bitmask=None if token_bitmask is None else tensor_to_device(token_bitmask, device),
+            grammar_rows=[] if token_bitmask is None else constrained_rows(token_bitmask),
         )
 
 
@@ -197,7 +199,7 @@ def _apply_grammar(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     no later stage can bring one back; rows without a grammar allow every token."""
     if batch.token_bitmask is None:
         return logits
-    return apply_token_bitmask(logits, batch.token_bitmask)
+    return apply_token_bitmask(logits, batch.token_bitmask, batch.grammar_rows)
 
 
 def _apply_min_tokens(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:

@@ -9,10 +9,12 @@ from autoglm.bench.cli import main
 from autoglm.bench.structured import report
 from autoglm.errors import InvalidRequestError
 from tests.bench.test_bench import make_narrow_model
+from tests.optional_packages import needs_xgrammar
 
 pytestmark = pytest.mark.timeout(300)
 
 
+@needs_xgrammar
 def test_a_run_measures_both_kinds_of_round_the_mask_and_the_compiles(tmp_path, one_torch_thread, capsys):
     make_narrow_model(tmp_path / "model")
     out = tmp_path / "structured.json"

@@ -10,6 +10,7 @@ from autoglm.outputs import RequestOutput, add_delta
 from autoglm.step_plan import StepPlan
 from autoglm.structured_outputs import StructuredOutputsParams
 from tests.engine.kv_pool import kv_bytes_for_blocks
+from tests.optional_packages import needs_xgrammar
 from tests.tiny_models import make_tiny_checkpoint
 
 STOP_TOKENS = list(range(100, 120))  # a random model draws one of these now and then: stops mid-batch
@@ -162,8 +163,9 @@ def test_aborts_while_a_step_is_in_flight_leave_the_pool_whole(model_dir):
 
 
 @pytest.mark.parametrize("special", [
-    dict(params=SamplingParams(temperature=1.0, seed=3, max_tokens=30,
-                               structured_outputs=StructuredOutputsParams(regex="(ab|ba){3,20}"))),
+    pytest.param(dict(params=SamplingParams(temperature=1.0, seed=3, max_tokens=30,
+                                            structured_outputs=StructuredOutputsParams(regex="(ab|ba){3,20}"))),
+                 marks=needs_xgrammar),
     dict(params=SamplingParams(temperature=0.8, seed=5, max_tokens=30, ignore_eos=True, repetition_penalty=1.3)),
     dict(params=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True, prompt_logprobs=1)),
     dict(params=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True), speculative_config=NGRAM),
@@ -183,6 +185,7 @@ def test_steps_that_need_each_token_run_one_at_a_time_beside_plain_requests(mode
     assert results[1] == results[0]
 
 
+@needs_xgrammar
 def test_plain_requests_overlap_again_once_a_constrained_one_is_done(model_dir):
     llm, plans = make_llm(model_dir, True)
     constrained = SamplingParams(temperature=0.0, max_tokens=4, structured_outputs=StructuredOutputsParams(regex="a+"))

@@ -6,7 +6,7 @@ import torch
 
 from autoglm.models import load_model
 from autoglm.runner.kv_cache import DEFAULT_ACCELERATOR_FRACTION, DEFAULT_CPU_KV_BYTES
-from autoglm.runner.memory_profile import fit_kv_budget, forward_peak_bytes, step_reserve_bytes
+from autoglm.runner.memory_profile import fit_kv_budget, forward_peak_bytes, run_profiled_step, step_reserve_bytes
 from tests.tiny_models import make_tiny_checkpoint
 
 GIB = 2**30
@@ -31,6 +31,13 @@ def test_a_set_budget_that_leaves_steps_too_little_is_refused_naming_what_fits()
 
 def test_nothing_is_profiled_off_cuda():
     assert step_reserve_bytes(torch.nn.Identity(), torch.device("cpu"), 2048, 64, decode_graphs=True) == 0
+
+
+def test_the_profiled_step_samples_its_rows_the_costliest_way(tmp_path):
+    """The step the profile measures, run on the CPU: a forward, then every row sampled."""
+    model, _ = load_model(make_tiny_checkpoint("qwen2", tmp_path), torch.float32, torch.device("cpu"))
+    assert run_profiled_step(model, 16, 4, torch.device("cpu")).shape == (4,)
+    assert run_profiled_step(model, 16, 0, torch.device("cpu")).shape == (0,)  # a decode graph's forward alone
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -40,6 +40,12 @@ def generate(model_dir, **settings):
     return llm, [output.outputs[0] for outputs in runs for output in outputs]
 
 
+def pad_decode_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines built from now on serve decode steps from padded buffers, graphs off."""
+    monkeypatch.setattr(setup, "decode_graph_settings", lambda device, enforce_eager, max_num_seqs, max_context_len,
+                        block_size: PaddedDecodeSettings(BATCH_SIZES, -(-max_context_len // block_size), False))
+
+
 @pytest.mark.parametrize("architecture", TINY_ARCHITECTURES)
 def test_padded_decode_matches_the_eager_path(monkeypatch, tmp_path, architecture):
     model_dir = make_tiny_checkpoint(architecture, tmp_path)
@@ -54,8 +60,7 @@ def test_padded_decode_matches_the_eager_path(monkeypatch, tmp_path, architectur
         return prepared
 
     monkeypatch.setattr(PaddedDecode, "prepare", recording_prepare)
-    monkeypatch.setattr(setup, "decode_graph_settings", lambda device, enforce_eager, max_num_seqs, max_context_len,
-                        block_size: PaddedDecodeSettings(BATCH_SIZES, -(-max_context_len // block_size), False))
+    pad_decode_steps(monkeypatch)
     llm, got = generate(model_dir)
 
     assert {(3, 4), (1, 1)} <= set(padded_batches)  # padded rows ran, and unpadded ones
@@ -64,3 +69,22 @@ def test_padded_decode_matches_the_eager_path(monkeypatch, tmp_path, architectur
         assert completion.token_ids == reference.token_ids, f"output {i}: tokens differ from the eager path"
         for a, b in zip(completion.logprobs, reference.logprobs):
             assert abs(next(iter(a.values())).logprob - next(iter(b.values())).logprob) < LOGPROB_TOLERANCE
+
+
+def test_padded_decode_under_async_scheduling_takes_its_deferred_tokens_from_the_step_before(monkeypatch, tmp_path):
+    """On CUDA both are on by default: each decode step's inputs are the previous step's samples, filled into
+    the persistent buffers on the device."""
+    model_dir = make_tiny_checkpoint("qwen2", tmp_path)
+    _, expected = generate(model_dir)
+    pad_decode_steps(monkeypatch)
+    deferred = []
+    prepare = PaddedDecode.prepare
+
+    def recording_prepare(self, plan):
+        deferred.append(len(plan.deferred_positions))
+        return prepare(self, plan)
+
+    monkeypatch.setattr(PaddedDecode, "prepare", recording_prepare)
+    _, got = generate(model_dir, async_scheduling=True)
+    assert any(deferred), "no padded step took its inputs from the step before"
+    assert [completion.token_ids for completion in got] == [reference.token_ids for reference in expected]

@@ -14,7 +14,10 @@ from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import RequestOutputKind
 from autoglm.structured_outputs import StructuredOutputsParams
 from tests.engine.kv_pool import kv_bytes_for_blocks
+from tests.optional_packages import needs_xgrammar
 from tests.tiny_models import make_tiny_checkpoint
+
+pytestmark = needs_xgrammar
 
 NUM_REQUESTS = 50
 MAX_TOKENS = 200

@@ -9,6 +9,7 @@ import jsonschema
 import openai
 import pytest
 
+from tests.optional_packages import needs_xgrammar
 from tests.server.test_errors import assert_still_serving, error_of, post
 from tests.server.test_openai_parameters import first_token_id
 
@@ -38,7 +39,7 @@ REGEX = r"[a-z]{2,5}-[0-9]{2}"
 CHOICES = ["red", "green", "blue"]
 GRAMMAR = 'root ::= ("yes" | "no") "!" digit?\ndigit ::= [0-9]'
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), needs_xgrammar]
 
 
 def json_schema_format(schema: dict[str, object]) -> dict[str, object]:

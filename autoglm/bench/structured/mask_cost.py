@@ -12,7 +12,7 @@ import torch
 
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.structured_output import GrammarCache, GrammarState, build_token_bitmask
-from autoglm.runner.token_bitmask import apply_token_bitmask
+from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
 from autoglm.structured_outputs import StructuredOutputsParams
 
 
@@ -57,7 +57,8 @@ def measure_mask_cost(engine: LLMEngine, constraints: Sequence[StructuredOutputs
     fills, applies = [], []
     for step in range(min(len(output) for output in outputs)):
         fill_s, bitmask = _timed(lambda: build_token_bitmask(rows))
-        apply_s, _ = _timed(lambda: _synchronized(apply_token_bitmask(logits, bitmask.to(engine.device))))
+        apply_s, _ = _timed(lambda: _synchronized(apply_token_bitmask(logits, bitmask.to(engine.device),
+                                                                      constrained_rows(bitmask))))
         fills.append(fill_s)
         applies.append(apply_s)
         for state, output in zip(states, outputs):

@@ -12,9 +12,10 @@ if TYPE_CHECKING:
 class GrammarState:
     """A grammar matcher of one sequence (each of a request's n completions has its own).
 
-    Only tokens the sequence keeps advance it, so a preemption, which recomputes the sequence's
-    KV but keeps its output tokens, leaves it where it was; ``rollback`` takes back tokens a
-    speculative step proposed and then rejected.
+    Only tokens the sequence keeps advance it, and each exactly once (the engine accepts a token as
+    it appends it), so a preemption, which recomputes the sequence's KV but keeps its output tokens,
+    leaves it where it was. Nothing is ever taken back: a constrained request gets no speculative
+    proposals and no overlapped steps, so every token it is handed has been masked by this state.
     """
 
     def __init__(self, compiled: xgrammar.CompiledGrammar, vocab_size: int) -> None:
@@ -28,10 +29,6 @@ class GrammarState:
         refused one means the mask and the matcher disagree: a bug, not the caller's input."""
         if not self._matcher.accept_token(token_id):
             raise RuntimeError(f"the grammar refused token {token_id}, which this step's mask allowed")
-
-    def rollback(self, num_tokens: int) -> None:
-        """Forget the last ``num_tokens`` accepted tokens."""
-        self._matcher.rollback(num_tokens)
 
     @property
     def is_terminated(self) -> bool:

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 from autoglm import LLM, SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 from tests.engine.kv_pool import kv_bytes_for_blocks
+from tests.optional_packages import needs_xgrammar
 from tests.tiny_models import make_tiny_checkpoint
 
 MAX_TOKENS = 24
@@ -140,6 +141,7 @@ def test_stops_inside_an_accepted_run_truncate_there(models):
     assert llm.engine.get_stats().spec_decode.acceptance_rate == 1.0
 
 
+@needs_xgrammar
 def test_constrained_requests_decode_without_proposals(models):
     """A grammar must see each token before the next is chosen: such requests fall back to plain decoding."""
     target, bad_draft = models

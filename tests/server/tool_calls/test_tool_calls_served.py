@@ -11,11 +11,12 @@ from transformers import AutoTokenizer
 from autoglm.engine.tokenize import PromptCharLimit
 from autoglm.server.protocol import ChatMessage
 from autoglm.server.serving_chat import render_chat_prompt
+from tests.optional_packages import needs_xgrammar
 from tests.server.live_server import make_chat_model, start_server
 from tests.server.test_errors import assert_still_serving, error_of, post
 from tests.server.tool_calls.templates import QWEN_TEMPLATE
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), needs_xgrammar]
 
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 # Bounded, so that a random model must close every value.
