@@ -102,7 +102,9 @@ class AttentionMetadata:
                 context_lens = [self.host_seq_lens[row] - query_lens[row] + i + 1
                                 for row in short for i in range(query_lens[row])]
                 device = self.block_tables.device
-                queries = TokenQueries(torch.tensor(tokens, device=device),
+                # Leading tokens (a batch of one verification row) are a view, not a gather and a scatter.
+                leading = tokens[-1] == len(tokens) - 1
+                queries = TokenQueries(slice(0, len(tokens)) if leading else torch.tensor(tokens, device=device),
                                        self.block_tables[torch.tensor(rows, device=device)],
                                        torch.tensor(context_lens, dtype=torch.long, device=device), others)
             self._token_queries[max_query_len] = queries

@@ -37,17 +37,23 @@ def test_cuda_without_triton_takes_the_torch_backend(monkeypatch):
     assert type(select_attention_backend(torch.device("cuda"), torch.bfloat16)) is TorchAttentionBackend
 
 
-def step_metadata(backend, chunk_len: int = 3):
-    """Two decode rows (contexts 5 and 3) and a chunk of ``chunk_len`` tokens after a 4-token cached prefix,
-    block size 2."""
+def step_metadata(backend, chunk_len: int = 3, later_chunk_len: int | None = None):
+    """Two decode rows (contexts 5 and 3) and a chunk of ``chunk_len`` tokens after a 4-token cached prefix
+    (then, if given, a chunk of ``later_chunk_len`` tokens after another), block size 2."""
+    rows = [(5, 4, [0, 1, 2]), (3, 2, [3, 4])]
+    first_block = 5
+    for query_len in [chunk_len] + ([] if later_chunk_len is None else [later_chunk_len]):
+        num_blocks = -(-(4 + query_len) // 2)
+        rows.append((4 + query_len, 4, list(range(first_block, first_block + num_blocks))))
+        first_block += num_blocks
     seqs = []
-    chunk_table = list(range(5, 5 + -(-(4 + chunk_len) // 2)))
-    for length, computed, table in ((5, 4, [0, 1, 2]), (3, 2, [3, 4]), (4 + chunk_len, 4, chunk_table)):
+    for length, computed, table in rows:
         seq = Sequence(request_id="r", index=0, token_ids=list(range(length)), num_prompt_tokens=length,
                        params=SamplingParams(), max_tokens=4, arrival_time=0.0)
         seq.num_computed_tokens, seq.block_table = computed, table
         seqs.append(seq)
-    plan = build_step_plan(seqs, [1, 1, chunk_len], block_size=2, eos_token_ids=set()).plan
+    num_new = [1, 1] + [length - computed for length, computed, _ in rows[2:]]
+    plan = build_step_plan(seqs, num_new, block_size=2, eos_token_ids=set()).plan
     return backend.build_metadata(plan, CPU)
 
 
@@ -61,12 +67,20 @@ def test_metadata_is_flat_varlen():
 def test_token_queries_give_each_query_of_a_short_row_its_causal_context():
     metadata = step_metadata(TorchAttentionBackend())
     queries = metadata.token_queries(3)
-    assert queries.tokens.tolist() == [0, 1, 2, 3, 4] and queries.other_rows == []
+    assert queries.tokens == slice(0, 5) and queries.other_rows == []
     assert queries.context_lens.tolist() == [5, 3, 5, 6, 7]
     assert queries.block_tables[2:].tolist() == [[5, 6, 7, 8]] * 3
     decode_only = metadata.token_queries(2)
     assert decode_only.tokens == slice(0, 2) and decode_only.context_lens.tolist() == [5, 3]
     assert decode_only.other_rows == [2]
+
+
+def test_token_queries_pass_over_a_long_row_between_short_ones():
+    metadata = step_metadata(TorchAttentionBackend(), chunk_len=4, later_chunk_len=2)
+    queries = metadata.token_queries(2)
+    assert queries.tokens.tolist() == [0, 1, 6, 7] and queries.other_rows == [2]
+    assert queries.context_lens.tolist() == [5, 3, 5, 6]
+    assert queries.block_tables[2:].tolist() == [[9, 10, 11, 0]] * 2  # padded to the widest table
 
 
 def run_layer(backend, metadata) -> torch.Tensor:
