@@ -11,6 +11,7 @@ import torch
 from autoglm import LLM, SamplingParams
 from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS, wait_for_cpu_kernels
 from autoglm.platforms import cpu_has_flags
+from tests.engine.speculative.test_engine_parity import NGRAM, quoting_prompts
 from tests.tiny_models import make_tiny_checkpoint
 
 pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS),
@@ -20,7 +21,6 @@ BUILD_WAIT_S = 600  # a bound to catch a hang; the build takes 1-3 minutes where
 # Every step of these tests, plain or verifying, takes the linear kernel: a step of more rows would take
 # PyTorch's matmul, which rounds in another order than the kernel.
 MAX_KERNEL_ROWS = 64
-NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48, ignore_eos=True)
 
 
@@ -28,11 +28,6 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=48, ignore_eos=True)
 def checkpoint(tmp_path_factory):
     assert wait_for_cpu_kernels(BUILD_WAIT_S) is not None, "the CPU kernels did not build; see the warning logged"
     return make_tiny_checkpoint("llama", tmp_path_factory.mktemp("bf16") / "target", dtype=torch.bfloat16)
-
-
-def quoting_prompts(count: int) -> list[list[int]]:
-    """Prompts that repeat themselves, so that n-gram lookup finds matches."""
-    return [[3 + (i * 11 + j * 7) % 60 for j in range(8 + 3 * i)] * 3 for i in range(count)]
 
 
 def generate(checkpoint, prompts, together: bool, **settings) -> tuple[LLM, list[list[int]]]:
