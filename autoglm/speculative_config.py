@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 SPECULATIVE_METHODS = ("ngram", "draft_model")
+MAX_SPECULATIVE_TOKENS = 16
 
 
 class SpeculativeConfig(BaseModel):
@@ -23,7 +24,7 @@ class SpeculativeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: Literal["ngram", "draft_model"]
-    num_speculative_tokens: int = Field(ge=1, le=16)
+    num_speculative_tokens: int = Field(ge=1, le=MAX_SPECULATIVE_TOKENS)
     prompt_lookup_min: int = Field(2, ge=1)
     prompt_lookup_max: int = Field(4, ge=1)
     model: str | None = None

@@ -2,11 +2,19 @@
 
 The kernels build in the background at engine start (``autoglm.kernels.cpu_extension``), so they
 are looked up on every call: until they have loaded, and for a cache that is neither float32,
-bfloat16 nor int8 (an fp8 one), decode takes the portable torch path. A bfloat16 model's queries
+bfloat16 nor int8 (an fp8 one), attention takes the portable torch path. A bfloat16 model's queries
 are widened to float32 for the kernel (exact) and its results rounded back, as attention in
 bfloat16 computes its sums in float32 too.
+
+Rows of a few tokens (a speculative verification: the last token and its proposals) are attended
+by the same kernel, each query alone over its causal context, so each of their tokens gets bitwise
+what a decode step of that token alone would compute; PyTorch's attention over the row rounds
+differently, and greedy decoding in bfloat16 would follow such a near-tie.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,19 +22,48 @@ from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.kernels.cpu_extension import cpu_kernels
+from autoglm.speculative_config import MAX_SPECULATIVE_TOKENS
+
+if TYPE_CHECKING:
+    from autoglm.attention.layer import Attention
+
+# A decode step's token and every token it may propose: rows up to this long attend query by query.
+MAX_PER_QUERY_ROW_LEN = 1 + MAX_SPECULATIVE_TOKENS
+
+PagedAttention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
 class CpuKernelAttentionBackend(TorchAttentionBackend):
-    """The torch backend, with decode rows through ``paged_decode_attention`` once it is loaded."""
+    """The torch backend, with decode rows and short rows through ``paged_decode_attention`` once it is loaded."""
 
     name = "cpu-kernel"
 
-    def decode(self, q: torch.Tensor, cache: LayerKVCache, metadata: AttentionMetadata, scale: float) -> torch.Tensor:
-        kernels = cpu_kernels() if q.dtype in (torch.float32, torch.bfloat16) else None
-        if kernels is None or cache.keys.dtype not in (torch.float32, torch.bfloat16, torch.int8):
-            return super().decode(q, cache, metadata, scale)
+    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                metadata: AttentionMetadata) -> torch.Tensor:
+        cache = layer.kv_cache
+        attend = paged_attention(q.dtype, cache, metadata.block_size)
+        if attend is None:
+            return super().forward(layer, q, k, v, metadata)
+        k, v = cache.write(metadata.slot_mapping, k, v)
+        out = torch.empty_like(q)
+        queries = metadata.token_queries(MAX_PER_QUERY_ROW_LEN)
+        if queries.any:
+            out[queries.tokens] = attend(q[queries.tokens], queries.block_tables, queries.context_lens, layer.scale)
+        for row in queries.other_rows:
+            self.attend_row(out, q, k, v, cache, metadata, row, layer.scale)
+        return out
+
+
+def paged_attention(dtype: torch.dtype, cache: LayerKVCache, block_size: int) -> PagedAttention | None:
+    """The kernel reading ``cache`` in place: queries ``[N, H, D]`` of ``dtype``, each with its block table
+    and context length, in; ``[N, H, D]`` out. None until the kernels have loaded, or for a dtype or cache
+    format the kernel does not read."""
+    kernels = cpu_kernels() if dtype in (torch.float32, torch.bfloat16) else None
+    if kernels is None or cache.keys.dtype not in (torch.float32, torch.bfloat16, torch.int8):
+        return None
+
+    def attend(q: torch.Tensor, tables: torch.Tensor, lengths: torch.Tensor, scale: float) -> torch.Tensor:
         query = q.float()
-        tables, lengths, block_size = metadata.decode_block_tables(), metadata.decode_seq_lens(), metadata.block_size
         if cache.keys.dtype == torch.int8:
             out = kernels.paged_decode_attention_int8(query, cache.keys, cache.values, cache.key_scales,
                                                       cache.value_scales, tables, lengths, block_size, scale)
@@ -35,3 +72,5 @@ class CpuKernelAttentionBackend(TorchAttentionBackend):
                 kernels.paged_decode_attention
             out = decode(query, cache.keys, cache.values, tables, lengths, block_size, scale)
         return out.to(q.dtype)
+
+    return attend

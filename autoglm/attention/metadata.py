@@ -12,6 +12,21 @@ def context_slots(block_table: torch.Tensor, block_size: int, length: int) -> to
     return (block_table.unsqueeze(-1) * block_size + offsets).flatten(-2)[..., :length]
 
 
+@dataclass(frozen=True)
+class TokenQueries:
+    """Queries attended one at a time, each over its own causal context in the paged cache, as a decode
+    step attends its one token; and the rows whose queries are left to attend together."""
+
+    tokens: slice | torch.Tensor  # their places in the flat batch
+    block_tables: torch.Tensor  # [N, max_blocks]: each query's row's block table
+    context_lens: torch.Tensor  # [N] long: each query's position + 1
+    other_rows: list[int]
+
+    @property
+    def any(self) -> bool:
+        return self.context_lens.numel() > 0
+
+
 @dataclass
 class AttentionMetadata:
     """Where each new token's K/V goes and which cached slots each row's queries read.
@@ -34,6 +49,7 @@ class AttentionMetadata:
     host_cu_seqlens_q: list[int]
     host_seq_lens: list[int]
     _derived: dict[object, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
+    _token_queries: dict[int, TokenQueries] = field(default_factory=dict, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -68,3 +84,28 @@ class AttentionMetadata:
             mask = torch.arange(context_len, device=device).unsqueeze(0) <= query_positions.unsqueeze(1)
             self._derived[row] = slots, mask
         return self._derived[row]
+
+    def token_queries(self, max_query_len: int) -> TokenQueries:
+        """Every query of the rows of at most ``max_query_len`` tokens as a decode query of its own, over the
+        context up to and including it; built once per step. Decode rows alone need no gathering."""
+        if max_query_len not in self._token_queries:
+            starts = self.host_cu_seqlens_q
+            query_lens = [starts[row + 1] - starts[row] for row in range(self.num_rows)]
+            short = [row for row, query_len in enumerate(query_lens) if query_len <= max_query_len]
+            others = [row for row, query_len in enumerate(query_lens) if query_len > max_query_len]
+            if len(short) == self.num_decode_tokens:  # decode rows lead the batch, one token each
+                queries = TokenQueries(slice(0, self.num_decode_tokens), self.decode_block_tables(),
+                                       self.decode_seq_lens(), others)
+            else:
+                tokens = [starts[row] + i for row in short for i in range(query_lens[row])]
+                rows = [row for row in short for _ in range(query_lens[row])]
+                context_lens = [self.host_seq_lens[row] - query_lens[row] + i + 1
+                                for row in short for i in range(query_lens[row])]
+                device = self.block_tables.device
+                # Leading tokens (a batch of one verification row) are a view, not a gather and a scatter.
+                leading = tokens[-1] == len(tokens) - 1
+                queries = TokenQueries(slice(0, len(tokens)) if leading else torch.tensor(tokens, device=device),
+                                       self.block_tables[torch.tensor(rows, device=device)],
+                                       torch.tensor(context_lens, dtype=torch.long, device=device), others)
+            self._token_queries[max_query_len] = queries
+        return self._token_queries[max_query_len]

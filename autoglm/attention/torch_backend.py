@@ -30,16 +30,22 @@ class TorchAttentionBackend(AttentionBackend):
         num_decodes = metadata.num_decode_tokens
         if num_decodes:
             out[:num_decodes] = self.decode(q[:num_decodes], cache, metadata, layer.scale)
-        starts = metadata.host_cu_seqlens_q
         for row in range(num_decodes, metadata.num_rows):
-            rows = slice(starts[row], starts[row + 1])
-            if metadata.host_seq_lens[row] == rows.stop - rows.start:  # nothing cached before this chunk
-                out[rows] = sequence_attention(q[rows], k[rows], v[rows], layer.scale)
-            else:
-                slots, mask = metadata.prefix_context(row)
-                keys, values = cache.gather(slots, q.dtype)
-                out[rows] = sequence_attention(q[rows], keys, values, layer.scale, mask)
+            self.attend_row(out, q, k, v, cache, metadata, row, layer.scale)
         return out
+
+    def attend_row(self, out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,
+                   metadata: AttentionMetadata, row: int, scale: float) -> None:
+        """Row ``row``'s queries together, causally, over its cached prefix (if any) and this step's K/V;
+        written into ``out``."""
+        starts = metadata.host_cu_seqlens_q
+        rows = slice(starts[row], starts[row + 1])
+        if metadata.host_seq_lens[row] == rows.stop - rows.start:  # nothing cached before this chunk
+            out[rows] = sequence_attention(q[rows], k[rows], v[rows], scale)
+        else:
+            slots, mask = metadata.prefix_context(row)
+            keys, values = cache.gather(slots, q.dtype)
+            out[rows] = sequence_attention(q[rows], keys, values, scale, mask)
 
     def decode(self, q: torch.Tensor, cache: LayerKVCache, metadata: AttentionMetadata, scale: float) -> torch.Tensor:
         """One query per row over its whole cached context: ``[B, H, D]`` in and out."""

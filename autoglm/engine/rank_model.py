@@ -56,8 +56,11 @@ def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
     quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
                                                     config.quantize_lm_head)
     max_rows = None if config.cpu_kernel_max_rows == "auto" else config.cpu_kernel_max_rows
+    # A batch of one verifies its decode token and its proposals on the path its decode steps take.
+    spec = config.speculative_config
+    verification_rows = 1 + spec.num_speculative_tokens if spec is not None else 0
     linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, max_rows,
-                                        kernels_coming)
+                                        kernels_coming, verification_rows)
     linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
     logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
                 model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),

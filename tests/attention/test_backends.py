@@ -37,15 +37,23 @@ def test_cuda_without_triton_takes_the_torch_backend(monkeypatch):
     assert type(select_attention_backend(torch.device("cuda"), torch.bfloat16)) is TorchAttentionBackend
 
 
-def step_metadata(backend):
-    """Two decode rows (contexts 5 and 3) and a chunk after a 4-token cached prefix, block size 2."""
+def step_metadata(backend, chunk_len: int = 3, later_chunk_len: int | None = None):
+    """Two decode rows (contexts 5 and 3) and a chunk of ``chunk_len`` tokens after a 4-token cached prefix
+    (then, if given, a chunk of ``later_chunk_len`` tokens after another), block size 2."""
+    rows = [(5, 4, [0, 1, 2]), (3, 2, [3, 4])]
+    first_block = 5
+    for query_len in [chunk_len] + ([] if later_chunk_len is None else [later_chunk_len]):
+        num_blocks = -(-(4 + query_len) // 2)
+        rows.append((4 + query_len, 4, list(range(first_block, first_block + num_blocks))))
+        first_block += num_blocks
     seqs = []
-    for length, computed, table in ((5, 4, [0, 1, 2]), (3, 2, [3, 4]), (7, 4, [5, 6, 7, 8])):
+    for length, computed, table in rows:
         seq = Sequence(request_id="r", index=0, token_ids=list(range(length)), num_prompt_tokens=length,
                        params=SamplingParams(), max_tokens=4, arrival_time=0.0)
         seq.num_computed_tokens, seq.block_table = computed, table
         seqs.append(seq)
-    plan = build_step_plan(seqs, [1, 1, 3], block_size=2, eos_token_ids=set()).plan
+    num_new = [1, 1] + [length - computed for length, computed, _ in rows[2:]]
+    plan = build_step_plan(seqs, num_new, block_size=2, eos_token_ids=set()).plan
     return backend.build_metadata(plan, CPU)
 
 
@@ -56,31 +64,67 @@ def test_metadata_is_flat_varlen():
     assert (metadata.num_decode_tokens, metadata.max_query_len, metadata.max_seq_len) == (2, 3, 7)
 
 
+def test_token_queries_give_each_query_of_a_short_row_its_causal_context():
+    metadata = step_metadata(TorchAttentionBackend())
+    queries = metadata.token_queries(3)
+    assert queries.tokens == slice(0, 5) and queries.other_rows == []
+    assert queries.context_lens.tolist() == [5, 3, 5, 6, 7]
+    assert queries.block_tables[2:].tolist() == [[5, 6, 7, 8]] * 3
+    decode_only = metadata.token_queries(2)
+    assert decode_only.tokens == slice(0, 2) and decode_only.context_lens.tolist() == [5, 3]
+    assert decode_only.other_rows == [2]
+
+
+def test_token_queries_pass_over_a_long_row_between_short_ones():
+    metadata = step_metadata(TorchAttentionBackend(), chunk_len=4, later_chunk_len=2)
+    queries = metadata.token_queries(2)
+    assert queries.tokens.tolist() == [0, 1, 6, 7] and queries.other_rows == [2]
+    assert queries.context_lens.tolist() == [5, 3, 5, 6]
+    assert queries.block_tables[2:].tolist() == [[9, 10, 11, 0]] * 2  # padded to the widest table
+
+
 def run_layer(backend, metadata) -> torch.Tensor:
     torch.manual_seed(0)
+    num_tokens = metadata.host_cu_seqlens_q[-1]
     layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
-    layer.kv_cache = LayerKVCache(*torch.randn(2, 18, 2, 8).unbind(0))
-    q, k, v = torch.randn(5, 4, 8), torch.randn(5, 2, 8), torch.randn(5, 2, 8)
+    layer.kv_cache = LayerKVCache(*torch.randn(2, 2 * (int(metadata.block_tables.max()) + 1), 2, 8).unbind(0))
+    q, k, v = torch.randn(num_tokens, 4, 8), torch.randn(num_tokens, 2, 8), torch.randn(num_tokens, 2, 8)
     return backend.forward(layer, q, k, v, metadata)
 
 
+class RecordingKernels:
+    """Kernels that record each call's block tables, context lengths and block size, and return zeros."""
+
+    calls: list[tuple[int, list[int], int]] = []
+
+    @classmethod
+    def paged_decode_attention(cls, q, k_cache, v_cache, block_tables, seq_lens, block_size, scale):
+        cls.calls.append((block_tables.shape[0], seq_lens.tolist(), block_size))
+        return torch.zeros_like(q)
+
+
 def test_kernel_backend_takes_the_torch_path_until_the_kernels_load(monkeypatch):
-    """Per call: without kernels it equals the torch backend; once they load, decode goes through them."""
-    calls = []
-
-    class FakeKernels:
-        @staticmethod
-        def paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, block_size, scale):
-            calls.append((block_tables.shape[0], seq_lens.tolist(), block_size))
-            return torch.zeros_like(q)
-
+    """Per call: without kernels it equals the torch backend; once they load, decode rows and a verification-sized
+    row go through them, the row's queries each over its causal context."""
+    monkeypatch.setattr(RecordingKernels, "calls", [])
     metadata = step_metadata(TorchAttentionBackend())
     expected = run_layer(TorchAttentionBackend(), metadata)
     monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: None)
     assert torch.equal(run_layer(CpuKernelAttentionBackend(), metadata), expected)
-    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: FakeKernels)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: RecordingKernels)
     with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
-    assert calls == [(2, [5, 3], 2)]
+    assert RecordingKernels.calls == [(5, [5, 3, 5, 6, 7], 2)]
+    assert torch.equal(with_kernels, torch.zeros(5, 4, 8))
+
+
+def test_kernel_backend_leaves_rows_longer_than_a_verification_to_torch(monkeypatch):
+    monkeypatch.setattr(RecordingKernels, "calls", [])
+    chunk_len = cpu_kernel_backend.MAX_PER_QUERY_ROW_LEN + 1
+    metadata = step_metadata(TorchAttentionBackend(), chunk_len)
+    expected = run_layer(TorchAttentionBackend(), metadata)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: RecordingKernels)
+    with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
+    assert RecordingKernels.calls == [(2, [5, 3], 2)]
     assert torch.equal(with_kernels[:2], torch.zeros(2, 4, 8)) and torch.equal(with_kernels[2:], expected[2:])
 
 

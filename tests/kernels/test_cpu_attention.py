@@ -8,7 +8,7 @@ import torch
 
 from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS
 from autoglm.platforms import cpu_has_flags
-from autoglm.attention.cpu_kernel_backend import CpuKernelAttentionBackend
+from autoglm.attention.cpu_kernel_backend import paged_attention
 from autoglm.attention.kv_cache_format import INT8
 from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
@@ -38,6 +38,13 @@ def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -
     )
 
 
+def kernel_decode(q: torch.Tensor, cache: LayerKVCache, metadata: AttentionMetadata, scale: float) -> torch.Tensor:
+    """The kernel over the decode rows of ``metadata``."""
+    attend = paged_attention(q.dtype, cache, metadata.block_size)
+    assert attend is not None, "the kernels have loaded, so the kernel reads this cache"
+    return attend(q, metadata.decode_block_tables(), metadata.decode_seq_lens(), scale)
+
+
 CONTEXT_LENS = [1, 5, 16, 17, 100, 130]  # partial and whole tiles of 16 keys and of 64 values
 
 
@@ -63,7 +70,7 @@ def test_in_place_decode_attention_matches_the_gathered_one(cpu_kernels, heads, 
     q = torch.randn(len(CONTEXT_LENS), heads, head_dim)
     metadata = decode_metadata(CONTEXT_LENS, block_size, num_blocks)
     expected = gathered_attention(q, k_cache, v_cache, metadata, scale=0.3)
-    got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
+    got = kernel_decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -78,7 +85,7 @@ def test_decode_attention_softmax_holds_over_scores_hundreds_apart(cpu_kernels):
     q = torch.randn(len(CONTEXT_LENS), 14, 64, generator=generator) * 40
     metadata = decode_metadata(CONTEXT_LENS, 1, num_blocks)
     expected = gathered_attention(q, k_cache, v_cache, metadata, scale=0.3)
-    got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
+    got = kernel_decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -103,7 +110,7 @@ def test_int8_decode_read_in_place_matches_the_dequantizing_torch_path(cpu_kerne
     q = torch.randn(len(CONTEXT_LENS), heads, head_dim)
     metadata = decode_metadata(CONTEXT_LENS, block_size, num_blocks)
     expected = TorchAttentionBackend().decode(q, cache, metadata, scale=0.3)
-    got = CpuKernelAttentionBackend().decode(q, cache, metadata, scale=0.3)
+    got = kernel_decode(q, cache, metadata, scale=0.3)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -126,6 +133,6 @@ def test_bfloat16_decode_read_in_place_matches_float32_attention_on_the_same_val
     q = torch.randn(len(CONTEXT_LENS), heads, head_dim).to(torch.bfloat16)
     metadata = decode_metadata(CONTEXT_LENS, block_size, num_blocks)
     expected = TorchAttentionBackend().decode(q.float(), LayerKVCache(k_cache.float(), v_cache.float()), metadata, 0.3)
-    got = CpuKernelAttentionBackend().decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
+    got = kernel_decode(q, LayerKVCache(k_cache, v_cache), metadata, scale=0.3)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), expected, rtol=2 ** -7, atol=1e-3)

@@ -73,6 +73,15 @@ def test_kernel_equals_float_sums_of_its_inputs(kernel, rows, out_features):
     assert_matches_reference(kernel, kernel(x, weight), reference(kernel, x, weight))
 
 
+@pytest.mark.parametrize("rows", [2, 3, 5, 9, 17])
+def test_each_row_is_computed_as_it_would_be_alone(kernel, rows):
+    """Bitwise: a speculative verification's rows must get what their decode steps of one row got."""
+    weight = bf16_valued(131, 96)
+    x = torch.randn(rows, 96).to(kernel.activation_dtype)
+    together = kernel(x, weight)
+    assert all(torch.equal(together[row], kernel(x[row : row + 1], weight)[0]) for row in range(rows))
+
+
 def test_kernel_adds_the_bias_and_takes_non_contiguous_activations(kernel):
     weight, bias = bf16_valued(32, 64), torch.randn(32).to(kernel.activation_dtype)
     x = torch.randn(64, 3).t().to(kernel.activation_dtype)

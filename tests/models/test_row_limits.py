@@ -113,3 +113,13 @@ def test_a_stored_zero_is_read_back_not_measured_again(monkeypatch, tmp_path: Pa
 
     monkeypatch.setattr(row_limits, "measure_row_limit", must_not_measure)
     assert MeasuredRowLimit(tmp_path / "limits.json").max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT) == 0
+
+
+def test_a_floor_raises_the_measured_limit_but_the_file_keeps_the_measurement(monkeypatch, tmp_path: Path):
+    """Speculative decoding's floor: a verification's rows take the kernel whatever was measured."""
+    monkeypatch.setattr(row_limits, "measure_row_limit", lambda kernel, kernel_weight, weight: 2)
+    assert MeasuredRowLimit(tmp_path / "limits.json", min_rows=5).max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT,
+                                                                            WEIGHT) == 5
+    assert MeasuredRowLimit(tmp_path / "limits.json").max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT) == 2
+    assert MeasuredRowLimit(tmp_path / "limits.json", min_rows=1).max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT,
+                                                                            WEIGHT) == 2

@@ -59,10 +59,13 @@ class FixedRowLimit(RowLimit):
 
 
 class MeasuredRowLimit(RowLimit):
-    """Measured per weight shape; 0 (PyTorch) until the kernels have loaded, since nothing can be measured."""
+    """Measured per weight shape, and at least ``min_rows`` (speculative decoding: a verification's rows take
+    the path its decode steps take, so that they compute the same bits); 0 (PyTorch) until the kernels have
+    loaded, since nothing can be measured."""
 
-    def __init__(self, cache_file: Path | None = None) -> None:
+    def __init__(self, cache_file: Path | None = None, min_rows: int = 0) -> None:
         self.cache_file = cache_file or kernel_cache_root() / LIMITS_FILE
+        self.min_rows = min_rows
         self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -77,12 +80,14 @@ class MeasuredRowLimit(RowLimit):
             if key not in self._limits:
                 machine = self._machine_key()
                 stored = self._stored(machine, key)
-                self._limits[key] = stored if stored is not None else \
+                measured = stored if stored is not None else \
                     self._measure_and_store(machine, key, kernel, kernel_weight, weight)
+                self._limits[key] = max(measured, self.min_rows)
         return self._limits[key]
 
     def describe(self) -> str:
-        return "steps of few rows (how few measured per weight shape)"
+        floor = f", at least {self.min_rows}" if self.min_rows else ""
+        return f"steps of few rows (how few measured per weight shape{floor})"
 
     def _machine_key(self) -> str:
         """What a measurement holds for: this CPU (as the engine sees it), this thread count, this library build."""

@@ -67,14 +67,15 @@ def _kernel_names(activation_dtype: torch.dtype | None, runnable_only: bool = Fa
 
 def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype: torch.dtype,
                        cpu_linear_kernel: str = AUTO, max_rows: int | None = None,
-                       kernels_coming: bool = False) -> LinearMethods:
+                       kernels_coming: bool = False, min_measured_rows: int = 0) -> LinearMethods:
     """Unquantized, except for a bfloat16 checkpoint on the CPU when the kernel library is coming
     (``kernels_coming``): then every projection, the LM head included, takes a compiled kernel for steps
-    of few rows (up to ``max_rows``, or as measured when None)."""
+    of few rows (up to ``max_rows``, or as measured, but at least ``min_measured_rows``, when None)."""
     kernel = choose_cpu_kernel(cpu_linear_kernel, cpu_kernel_activation_dtype(device, dtype, requested_dtype))
     if kernel is None or not kernels_coming:
         return LinearMethods()
-    row_limit: RowLimit = MeasuredRowLimit() if max_rows is None else FixedRowLimit(max_rows)
+    row_limit: RowLimit = MeasuredRowLimit(min_rows=min_measured_rows) if max_rows is None else \
+        FixedRowLimit(max_rows)
     method = CpuKernelLinearMethod(kernel, row_limit)
     return LinearMethods(layers=method, lm_head=method)
 
