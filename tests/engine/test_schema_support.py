@@ -21,6 +21,9 @@ FIELD = "structured_outputs.json"
     ({"$defs": {"x": {"$anchor": "x", "type": "integer"}}, "properties": {"a": {"$ref": "#x"}}}, "refers to '#x'"),
     ({"anyOf": [{"type": "string"}, {"type": "array", "items": [{"not": {}}]}]}, "'not' (at /anyOf/1/items/0)"),
     ({"$defs": {"deep": {"oneOf": [{"type": "null"}, {"else": {}}]}}}, "'else' (at /$defs/deep/oneOf/1)"),
+    ({"type": "string", "maxLength": 10**12}, "sets 'maxLength' to 1000000000000 (at /); it must be a whole number"),
+    ({"type": "array", "items": {"type": "string", "minLength": -1}}, "sets 'minLength' to -1 (at /items)"),
+    ({"type": "object", "maxProperties": 1.5}, "sets 'maxProperties' to 1.5"),
 ])
 def test_keywords_the_grammar_ignores_are_refused_where_they_stand(schema, words):
     with pytest.raises(InvalidRequestError, match="^structured_outputs.json: the schema ") as caught:

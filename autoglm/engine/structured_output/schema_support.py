@@ -19,6 +19,9 @@ ENFORCED_FORMATS = ("date", "time", "date-time", "duration", "email", "hostname"
                     "uri-reference", "uri-template", "uuid", "json-pointer", "relative-json-pointer")
 # Deeper than this, a schema is refused rather than risk the compiler's recursion.
 MAX_SCHEMA_DEPTH = 128
+# Counts the compiler keeps in 32-bit integers: a larger bound would wrap around inside it.
+_COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+MAX_COUNT = 2**31 - 1
 
 # Where a schema holds other schemas: one, a list of them, or a mapping of names to them.
 _ONE_SCHEMA = ("items", "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
@@ -63,6 +66,11 @@ def _check_node(node: dict[str, Any], field: str, where: str) -> None:
     if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
         _refuse(field, f"uses 'allOf' with {len(node['allOf'])} schemas (at {where}); the grammar enforces "
                        "only one: merge them into one schema")
+    for keyword in _COUNT_KEYWORDS:
+        count = node.get(keyword)
+        whole = isinstance(count, int) and not isinstance(count, bool)
+        if count is not None and not (whole and 0 <= count <= MAX_COUNT):
+            _refuse(field, f"sets '{keyword}' to {count!r} (at {where}); it must be a whole number in [0, {MAX_COUNT}]")
     string_format = node.get("format")
     if string_format is not None and string_format not in ENFORCED_FORMATS:
         _refuse(field, f"uses the string format {string_format!r} (at {where}), which the grammar cannot enforce; "
