@@ -130,7 +130,7 @@ class ChatBuilder:
                 index=completion.index,
                 message=message,
                 logprobs=self._logprobs(completion.token_ids, completion.logprobs),
-                finish_reason=_finish_reason(completion.finish_reason, made_calls),
+                finish_reason=self._finish_reason(completion.finish_reason, made_calls),
             ))
         return ChatCompletionResponse(id=self.request_id, created=self.created, model=self.model, choices=choices,
                                       usage=usage)
@@ -156,7 +156,7 @@ class ChatBuilder:
             stream = self._tool_streams.setdefault(delta.index, ToolCallStream(self.tool_use.new_parser()))
             piece = stream.advance(delta.text, final=finish_reason is not None)
             message = _delta_message(role, piece)
-            finish_reason = _finish_reason(finish_reason, stream.made_calls)
+            finish_reason = self._finish_reason(finish_reason, stream.made_calls)
         choice = ChatChunkChoice(index=delta.index, delta=message,
                                  logprobs=self._logprobs(delta.token_ids, delta.logprobs),
                                  finish_reason=finish_reason)
@@ -169,15 +169,19 @@ class ChatBuilder:
         return ChatCompletionChunk(id=self.request_id, created=self.created, model=self.model, choices=choices,
                                    usage=usage)
 
+    def _finish_reason(self, engine_reason: str | None, made_calls: bool) -> str | None:
+        """OpenAI's reason for a reply that ended with calls made ("tool_calls", or "stop" for a named
+        function); a cut-off one stays "length"."""
+        if made_calls and engine_reason == "stop" and self.tool_use is not None:
+            return self.tool_use.calls_finish_reason
+        return engine_reason
+
     def _logprobs(self, token_ids: list[int], positions: list[PositionLogprobs] | None) -> ChatLogprobs | None:
         if self.num_logprobs is None or positions is None:
             return None
         return chat_logprobs(token_ids, positions, self.num_logprobs, token_decoder(self.tokenizer))
 
 
-def _finish_reason(engine_reason: str | None, made_calls: bool) -> str | None:
-    """OpenAI's "tool_calls" for a reply that ended with calls made; a cut-off one stays "length"."""
-    return "tool_calls" if made_calls and engine_reason == "stop" else engine_reason
 
 
 def _delta_message(role: str | None, piece: StreamPiece) -> DeltaMessage:

@@ -23,6 +23,9 @@ class ToolUse:
     template_tools: list[dict[str, Any]]  # the tools as chat templates read them
     constraint: StructuredOutputsParams | None  # the grammar that forces a call; None when the model chooses
     new_parser: Callable[[], ToolCallParser] | None  # None: the reply is text, never read for calls
+    # What a reply that made its calls ends with: OpenAI (and vLLM) answer "stop" when tool_choice
+    # named the function, "tool_calls" otherwise.
+    calls_finish_reason: str = "tool_calls"
 
 
 def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> ToolUse | None:
@@ -62,7 +65,7 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
         return ToolUse(template_tools, StructuredOutputsParams(json=schema), CallArrayParser)
     tool = _named_tool(tools, choice)
     return ToolUse(template_tools, StructuredOutputsParams(json=arguments_schema(tool)),
-                   partial(NamedFunctionParser, tool.function.name))
+                   partial(NamedFunctionParser, tool.function.name), calls_finish_reason="stop")
 
 
 def _named_tool(tools: list[ToolDefinition], choice: NamedToolChoice) -> ToolDefinition:
