@@ -6,12 +6,15 @@ error as one line of JSON, in float32 only: the interpreter computes bfloat16 wr
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+from unittest import mock
 
 import torch
 
+from autoglm.attention import triton_paged_attention
 from autoglm.attention.kv_cache_format import AUTO, FP8_E4M3, INT8, KVCacheFormat
 from autoglm.attention.layer import Attention
 from autoglm.attention.layer_kv_cache import LayerKVCache
@@ -22,6 +25,11 @@ from autoglm.attention.triton_backend import TritonAttentionBackend
 # (query_len, seq_len) per row, decode rows first: a step with decodes, a fresh prompt and a chunk after a
 # cached prefix longer than one key tile.
 MIXED_ROWS = [(1, 9), (1, 40), (1, 1), (5, 5), (18, 53)]
+# Decode rows split into partitions of SPLIT_PARTITION keys: ten (the last partial), two full, two (the last
+# partial) and one; the one-token row's other partitions see no key. A prompt follows in its own launch.
+SPLIT_PARTITION = 32
+SPLIT_ROWS = [(1, 300), (1, 64), (1, 40), (1, 1), (7, 70)]
+SPLIT = dict(rows=SPLIT_ROWS, partition_tokens=SPLIT_PARTITION)
 CASES = {
     "block1-gqa3": dict(block_size=1, num_heads=6, num_kv_heads=2, head_dim=16),
     "block16-gqa2": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16),
@@ -29,6 +37,11 @@ CASES = {
     "block16-head8": dict(block_size=16, num_heads=4, num_kv_heads=1, head_dim=8),
     "block16-gqa2-int8": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, kv_format=INT8),
     "block16-gqa2-fp8": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, kv_format=FP8_E4M3),
+    "split-block1-gqa3": dict(block_size=1, num_heads=6, num_kv_heads=2, head_dim=16, **SPLIT),
+    "split-block16-gqa2": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, **SPLIT),
+    "split-block32-mha": dict(block_size=32, num_heads=2, num_kv_heads=2, head_dim=32, **SPLIT),
+    "split-block16-gqa2-int8": dict(block_size=16, num_heads=4, num_kv_heads=2, head_dim=16, kv_format=INT8,
+                                    **SPLIT),
 }
 
 
@@ -75,23 +88,34 @@ def moved(cache: LayerKVCache, device: torch.device, dtype: torch.dtype) -> Laye
 
 
 def max_error(block_size: int, num_heads: int, num_kv_heads: int, head_dim: int, kv_format: KVCacheFormat = AUTO,
+              rows: list[tuple[int, int]] = MIXED_ROWS, partition_tokens: int | None = None,
               device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32) -> float:
-    """Largest difference between the Triton backend in ``dtype`` and the torch one in float32, on one mixed step."""
+    """Largest difference between the Triton backend in ``dtype`` and the torch one in float32, on one step of
+    ``rows``; with ``partition_tokens``, its decode rows split into partitions of that many keys."""
     generator = torch.Generator().manual_seed(0)
-    metadata = step_metadata(MIXED_ROWS, block_size, generator)
+    metadata = step_metadata(rows, block_size, generator)
     num_tokens = metadata.host_cu_seqlens_q[-1]
     cache = random_cache(int(metadata.block_tables.max() + 4) * block_size, num_kv_heads, head_dim, kv_format,
                          generator)
     q = torch.randn(num_tokens, num_heads, head_dim, generator=generator)
     k, v = torch.randn(2, num_tokens, num_kv_heads, head_dim, generator=generator)
     outputs = []
-    for backend, run_dtype in ((TorchAttentionBackend(), torch.float32), (TritonAttentionBackend(), dtype)):
-        layer = Attention(num_heads, num_kv_heads, head_dim, scale=head_dim**-0.5)
-        layer.kv_cache = moved(cache, device, run_dtype)
-        step = metadata_on(metadata, device)
-        inputs = (x.to(device, run_dtype) for x in (q, k, v))
-        outputs.append(backend.forward(layer, *inputs, step).float().cpu())
+    with split_decode(partition_tokens):
+        assert (triton_paged_attention.decode_partitions(metadata, num_kv_heads) > 1) == bool(partition_tokens)
+        for backend, run_dtype in ((TorchAttentionBackend(), torch.float32), (TritonAttentionBackend(), dtype)):
+            layer = Attention(num_heads, num_kv_heads, head_dim, scale=head_dim**-0.5)
+            layer.kv_cache = moved(cache, device, run_dtype)
+            step = metadata_on(metadata, device)
+            inputs = (x.to(device, run_dtype) for x in (q, k, v))
+            outputs.append(backend.forward(layer, *inputs, step).float().cpu())
     return float((outputs[0] - outputs[1]).abs().max())
+
+
+def split_decode(partition_tokens: int | None) -> mock._patch | contextlib.nullcontext:
+    """Decode rows split into partitions of ``partition_tokens`` keys; ``None``: the kernel's own choice."""
+    if partition_tokens is None:
+        return contextlib.nullcontext()
+    return mock.patch.object(triton_paged_attention, "DECODE_PARTITION_TOKENS", partition_tokens)
 
 
 def metadata_on(metadata: AttentionMetadata, device: torch.device) -> AttentionMetadata:
