@@ -1,8 +1,9 @@
-"""Attention on GPUs through the Triton paged-attention kernel: K/V read in place, one launch per kind of row.
+"""Attention on GPUs through the Triton paged-attention kernel: K/V read in place, one launch per kind of row
+(two for decode rows split over partitions of their keys).
 
 Nothing in a step's attention depends on host values that change from step to step (context
-lengths are read by the kernel from ``seq_lens``), so a decode step runs unchanged under CUDA
-graph capture.
+lengths are read by the kernel from ``seq_lens``, and whether decode rows are split is read from
+shapes), so a decode step runs unchanged under CUDA graph capture.
 """
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ def _merge_partitions_kernel(
     PARTITION: tl.constexpr, PARTITION_TILE: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """One decode row's query head: its partitions' outputs merged by their maxima and sums (log-sum-exp)."""
-    row = tl.program_id(0)
+    row = tl.program_id(0)  # decode row r is token r
     head = tl.program_id(1)
     row_partitions = tl.cdiv(tl.load(seq_lens_ptr + row), PARTITION)  # later ones saw no key of this row
     first = (row * tl.num_programs(1) + head) * num_partitions
@@ -161,11 +161,9 @@ def decode_partitions(metadata: AttentionMetadata, num_kv_heads: int) -> int:
     context capacity runs a program per partition of all of it, and those past a row's context read
     nothing. An eager step's table is as wide as its longest row.
     """
-    capacity = metadata.block_tables.shape[1] * metadata.block_size
-    partitions = triton.cdiv(capacity, DECODE_PARTITION_TOKENS)
     if metadata.num_decode_tokens * num_kv_heads >= TARGET_DECODE_PROGRAMS:
         return 1
-    return partitions
+    return triton.cdiv(metadata.block_tables.shape[1] * metadata.block_size, DECODE_PARTITION_TOKENS)
 
 
 def paged_attention(q: torch.Tensor, cache: LayerKVCache, metadata: AttentionMetadata, scale: float) -> torch.Tensor:
