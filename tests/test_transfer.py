@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autoglm.runner.transfer import staged_for, to_device
+from autoglm.device_transfer import staged_for, to_device
 
 
 def test_values_arrive_with_their_dtype():

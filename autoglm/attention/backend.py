@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from autoglm.attention.metadata import AttentionMetadata
+from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_plan import StepPlan
 
 if TYPE_CHECKING:
@@ -28,11 +29,11 @@ class AttentionBackend(ABC):
         """Flat varlen metadata on ``device``, from the plan's CPU tensors and lists."""
         cu_seqlens_q = plan.cu_seqlens_q()
         return AttentionMetadata(
-            slot_mapping=plan.slot_mapping.to(device, non_blocking=True),
+            slot_mapping=tensor_to_device(plan.slot_mapping, device),
             block_size=plan.block_size,
-            cu_seqlens_q=torch.tensor(cu_seqlens_q, dtype=torch.long).to(device, non_blocking=True),
-            seq_lens=torch.tensor(plan.seq_lens, dtype=torch.long).to(device, non_blocking=True),
-            block_tables=plan.block_tables.to(device, non_blocking=True),
+            cu_seqlens_q=to_device(cu_seqlens_q, device, torch.long),
+            seq_lens=to_device(plan.seq_lens, device, torch.long),
+            block_tables=tensor_to_device(plan.block_tables, device),
             num_decode_tokens=plan.num_decode_tokens,
             max_query_len=max(plan.query_lens, default=0),
             max_seq_len=max(plan.seq_lens, default=0),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.attention.metadata import AttentionMetadata
-from autoglm.runner.transfer import staged_for
+from autoglm.device_transfer import staged_for
 from autoglm.step_plan import StepPlan
 
 

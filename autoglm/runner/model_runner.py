@@ -15,7 +15,7 @@ from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.runner.sampler import Sampler, SamplingBatch
-from autoglm.runner.transfer import tensor_to_device, to_device
+from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_output import ScoredPrompt, StepOutput
 from autoglm.step_plan import PromptScoring, StepPlan
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
-from autoglm.runner.transfer import tensor_to_device, to_device
+from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_plan import RowSampling
 
 
