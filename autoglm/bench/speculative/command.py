@@ -4,12 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.bench.arguments import positive_int
+from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS, positive_int
 from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
 from autoglm.model_paths import DEFAULT_DRAFT_MODEL_DIR
-
-# Measured in the dtype deployments serve in, as the other benchmarks are.
-SETTING_DEFAULTS = {"dtype": "bfloat16"}
 
 
 def add_speculative_command(subparsers) -> None:
@@ -30,7 +27,7 @@ def add_speculative_command(subparsers) -> None:
     parser.add_argument("--draft-model", type=Path, default=DEFAULT_DRAFT_MODEL_DIR,
                         help="draft checkpoint sharing the model's tokenizer (default: the default model's draft)")
     parser.add_argument("--output-json", type=Path, help="also write the results, for docs/PERFORMANCE.md")
-    add_config_arguments(parser, defaults=SETTING_DEFAULTS)
+    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
     parser.set_defaults(handler=_speculative)
 
 
