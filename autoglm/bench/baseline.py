@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from autoglm.bench.results import ThroughputResult
+from autoglm.bench.sampling import BenchSampling
 from autoglm.bench.workloads import BenchRequest, Workload
 from autoglm.platforms import synchronize
 from autoglm.progress import show_progress
@@ -40,7 +41,8 @@ def left_padded_batch(requests: list[BenchRequest]) -> tuple[torch.Tensor, torch
     return input_ids, attention_mask
 
 
-def generate_batch(model: PreTrainedModel, requests: list[BenchRequest]) -> None:
+def generate_batch(model: PreTrainedModel, requests: list[BenchRequest],
+                   sampling: BenchSampling = BenchSampling()) -> None:
     """Generate for one static batch until its longest request is done."""
     input_ids, attention_mask = (tensor.to(model.device) for tensor in left_padded_batch(requests))
     max_new_tokens = max(request.max_tokens for request in requests)
@@ -49,7 +51,7 @@ def generate_batch(model: PreTrainedModel, requests: list[BenchRequest]) -> None
             input_ids=input_ids,
             attention_mask=attention_mask,
             max_new_tokens=max_new_tokens,
-            do_sample=False,
+            **sampling.generate_kwargs(),
             eos_token_id=None,  # never stop early: both sides must generate the same tokens
             pad_token_id=PAD_TOKEN_ID,
         )
@@ -62,12 +64,13 @@ def generate_batch(model: PreTrainedModel, requests: list[BenchRequest]) -> None
 
 
 def run_transformers_workload(
-    model: PreTrainedModel, workload: Workload, batch_size: int = BATCH_SIZE
+    model: PreTrainedModel, workload: Workload, batch_size: int = BATCH_SIZE,
+    sampling: BenchSampling = BenchSampling(),
 ) -> ThroughputResult:
     batches = [workload.requests[i:i + batch_size] for i in range(0, len(workload.requests), batch_size)]
     start = time.perf_counter()
     for batch in tqdm(batches, desc=f"{workload.name} / transformers", unit="batch", disable=not show_progress()):
-        generate_batch(model, batch)
+        generate_batch(model, batch, sampling)
     synchronize(model.device)
     elapsed_s = time.perf_counter() - start
     return ThroughputResult(

@@ -13,6 +13,7 @@ from typing import Any
 from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
+from autoglm.bench.sampling import BenchSampling, add_sampling_arguments
 from autoglm.bench.serve.command import add_serve_command
 from autoglm.bench.shapes import MODEL_SHAPES
 from autoglm.bench.soak.command import add_soak_command
@@ -86,6 +87,7 @@ def _throughput(args: argparse.Namespace) -> int:
         baseline=None if args.baseline == NO_BASELINE else args.baseline,
         length_scale=args.length_scale,
         profile=args.profile,
+        sampling=BenchSampling.from_args(args),
     )
     report_throughput(settings, run_throughput(settings), args.output_json)
     return 0
@@ -102,6 +104,7 @@ def _add_throughput(subparsers) -> None:
                         help="multiply every prompt and output length, 0.1 for a quick check (default: %(default)s)")
     _add_profile_flag(parser)
     parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
+    add_sampling_arguments(parser)
     add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
     parser.set_defaults(handler=_throughput)
 

@@ -7,13 +7,13 @@ from statistics import mean, median
 from autoglm.bench.report import dtype_name
 from autoglm.bench.results import EngineThroughputResult
 from autoglm.bench.roofline import WeightFormat
+from autoglm.bench.sampling import BenchSampling
 from autoglm.bench.workloads import Workload
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
 from autoglm.progress import show_progress
-from autoglm.sampling_params import SamplingParams
 
 KERNEL_BUILD_WAIT_S = 900  # a first start on a machine builds the CPU kernels, in 1-3 minutes
 
@@ -37,8 +37,9 @@ def decode_weight_format(engine: LLMEngine) -> WeightFormat:
                         dtype_name(methods.lm_head.decode_weight_dtype(engine.dtype)))
 
 
-def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
-    """Submit every request at once, greedy and ignoring EOS, and time until the last finishes.
+def run_engine_workload(llm: LLM, workload: Workload, sampling: BenchSampling = BenchSampling()
+                        ) -> EngineThroughputResult:
+    """Submit every request at once, ignoring EOS, and time until the last finishes.
 
     Counters are taken as differences, so one ``llm`` can run several workloads in turn; a
     profiling engine starts the workload with its profile cleared.
@@ -46,10 +47,7 @@ def run_engine_workload(llm: LLM, workload: Workload) -> EngineThroughputResult:
     profiler = llm.engine.profiler
     profiler.reset()
     prompts = [request.prompt_token_ids for request in workload.requests]
-    params = [
-        SamplingParams(temperature=0.0, max_tokens=request.max_tokens, ignore_eos=True)
-        for request in workload.requests
-    ]
+    params = [sampling.engine_params(request.max_tokens) for request in workload.requests]
     before = llm.engine.get_stats()
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=show_progress())

@@ -6,7 +6,7 @@ the other (never both models in memory), and the report gives each side's rates 
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from autoglm.bench.engine_run import bench_llm, run_engine_workload
 from autoglm.bench.profile_report import profile_table
 from autoglm.bench.report import format_table, machine_info, write_json
 from autoglm.bench.results import EngineThroughputResult, ThroughputResult, speedup
+from autoglm.bench.sampling import BenchSampling
 from autoglm.bench.workloads import SHARED_PREFIX, Workload, build_workload, usable_token_ids
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
@@ -33,6 +34,7 @@ class ThroughputSettings:
     baseline: str | None  # "transformers", or None to run the engine alone
     length_scale: float = 1.0
     profile: bool = False  # time each phase of the engine's steps
+    sampling: BenchSampling = BenchSampling()
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def run_engine_side(config: AutoGLMConfig, names: list[str], settings: Throughpu
     ]
     results = []
     for workload in workloads:
-        results.append(run_engine_workload(llm, workload))
+        results.append(run_engine_workload(llm, workload, settings.sampling))
         side = ENGINE_SIDE if config.enable_prefix_caching else NO_CACHE_SIDE
         announce(workload, side, results[-1])
     return workloads, results, llm.engine
@@ -118,7 +120,7 @@ def run_throughput(settings: ThroughputSettings) -> list[WorkloadComparison]:
     if settings.baseline == "transformers":
         model = load_transformers_model(model_path, resolve_dtype(settings.config.dtype, model_config), device)
         for index, workload in enumerate(workloads):
-            baseline_results[index] = run_transformers_workload(model, workload)
+            baseline_results[index] = run_transformers_workload(model, workload, sampling=settings.sampling)
             announce(workload, BASELINE_SIDE, baseline_results[index])
     return [WorkloadComparison(*sides) for sides in zip(workloads, engine_results, baseline_results, without_cache)]
 
@@ -169,6 +171,7 @@ def throughput_report(settings: ThroughputSettings, comparisons: list[WorkloadCo
             "baseline_batch_size": BATCH_SIZE,
             "length_scale": settings.length_scale,
             "profile": settings.profile,
+            "sampling": asdict(settings.sampling),
             "engine": settings.config.model_dump(),
         },
         "machine": machine_info(),

@@ -5,13 +5,14 @@ import json
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationMixin
 
 from autoglm.bench.baseline import PAD_TOKEN_ID, left_padded_batch
 from autoglm.bench.cli import main
 from autoglm.bench.make_model import shape_config
 from autoglm.bench.workloads import BenchRequest, build_workload, usable_token_ids
 from autoglm.cli import main as autoglm_main
+from autoglm.llm import LLM
 from autoglm.models import ModelConfig
 
 # A narrow qwen2.5-0.5b that keeps the real vocabulary: big enough to be honest, small enough to be quick.
@@ -180,6 +181,36 @@ def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_pat
     sides = json.loads(report_file.read_text())["workloads"]["fixed"]
     assert set(sides) == {"autoglm"}
     assert sides["autoglm"]["output_tokens"] == 2 * 4
+
+
+def test_throughput_draws_tokens_on_both_sides_under_the_sampling_settings(narrow_model, tmp_path, monkeypatch):
+    seen = []
+    original_generate = GenerationMixin.generate
+
+    def recording_generate(self, *args, **kwargs):
+        seen.append({key: kwargs.get(key) for key in ("do_sample", "temperature", "top_p", "top_k")})
+        return original_generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(GenerationMixin, "generate", recording_generate)
+    engine_params = []
+    original_llm_generate = LLM.generate
+
+    def recording_llm_generate(self, prompts, params, **kwargs):
+        engine_params.extend(params)
+        return original_llm_generate(self, prompts, params, **kwargs)
+
+    monkeypatch.setattr(LLM, "generate", recording_llm_generate)
+    report_file = tmp_path / "bench.json"
+    main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "2",
+          "--length-scale", QUICK_LENGTH_SCALE, "--temperature", "0.8", "--top-p", "0.9", "--top-k", "0",
+          "--output-json", str(report_file)])
+    report = json.loads(report_file.read_text())
+    assert report["settings"]["sampling"] == {"temperature": 0.8, "top_p": 0.9, "top_k": 0}
+    sides = report["workloads"]["fixed"]
+    assert sides["autoglm"]["output_tokens"] == sides["transformers"]["output_tokens"] == 2 * 4
+    assert [(p.temperature, p.top_p, p.top_k) for p in engine_params] == [(0.8, 0.9, 0)] * 2
+    # transformers' own default top_k (50) must not narrow its side
+    assert seen and all(call == {"do_sample": True, "temperature": 0.8, "top_p": 0.9, "top_k": 0} for call in seen)
 
 
 def test_throughput_records_the_quantization_and_kv_cache_it_ran_with(narrow_model, tmp_path, capsys):
