@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
 from autoglm.device_transfer import tensor_to_device, to_device
+from autoglm.runner.seeded_draw import draw_uniform, inverse_cdf_draw
+from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
+from autoglm.runner.top_k_top_p import apply_top_k_top_p
 from autoglm.step_plan import RowSampling
 
 
@@ -28,6 +30,7 @@ class SamplingBatch:
     greedy: torch.Tensor | None  # [N] bool; None when no row is greedy
     temperature: torch.Tensor | None  # [N] float
     top_k: torch.Tensor | None  # [N] long
+    max_top_k: int  # the largest top_k below the vocabulary size; 0 when no row filters by top-k
     top_p: torch.Tensor | None  # [N] float
     min_p: torch.Tensor | None  # [N] float
     repetition_penalty: torch.Tensor | None  # [N] float
@@ -37,7 +40,7 @@ class SamplingBatch:
     output_token_counts: torch.Tensor | None  # [N, V] float
     min_tokens_ban: tuple[torch.Tensor, torch.Tensor] | None  # (rows, token ids) to mask out
     logit_bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, token ids, biases) to add
-    draw_seeds: dict[int, int]  # each sampled row: the seed of this row's draw
+    draw_uniforms: torch.Tensor | None  # [N] float64: each sampled row's draw (0 for greedy rows); None when all greedy
     max_num_logprobs: int | None  # the largest top-N asked; None when no row asks
     token_bitmask: torch.Tensor | None = None  # int32 [N, ceil(V / 32)] on the device (StepPlan.token_bitmask)
     grammar_rows: list[int] = field(default_factory=list)  # the rows whose bitmask forbids some token
@@ -80,6 +83,7 @@ class SamplingBatch:
             greedy=None if all(sampled) else to_device([not s for s in sampled], device),
             temperature=per_row([p.temperature for p in rows], 1.0, only_sampled=True),
             top_k=per_row(top_k, vocab_size, torch.long, only_sampled=True),
+            max_top_k=max((k for k, s in zip(top_k, sampled) if s and k < vocab_size), default=0),
             top_p=per_row([p.top_p for p in rows], 1.0, only_sampled=True),
             min_p=per_row([p.min_p for p in rows], 0.0, only_sampled=True),
             repetition_penalty=repetition_penalty,
@@ -89,7 +93,8 @@ class SamplingBatch:
             output_token_counts=output_token_counts,
             min_tokens_ban=_min_tokens_ban(rows, vocab_size, device),
             logit_bias=_logit_bias(rows, device),
-            draw_seeds={row: draw_seed(p.seed, p.draw_index) for row, (p, s) in enumerate(zip(rows, sampled)) if s},
+            draw_uniforms=None if not any(sampled) else to_device(
+                [draw_uniform(p.seed, p.draw_index) if s else 0.0 for p, s in zip(rows, sampled)], device, torch.float64),
             max_num_logprobs=max((p.num_logprobs for p in rows if p.num_logprobs is not None), default=None),
             token_bitmask=None if token_bitmask is None else tensor_to_device(token_bitmask, device),
             grammar_rows=[] if token_bitmask is None else constrained_rows(token_bitmask),
@@ -137,61 +142,20 @@ class Sampler:
 
 
 def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
-    """Greedy rows take the argmax; the others are reshaped by their settings and drawn."""
+    """Greedy rows take the argmax; the others are reshaped by their settings and drawn, each by its
+    own seed and draw counter alone, so a draw depends on nothing else in the batch and never
+    touches torch's global RNG."""
     if batch.all_greedy:
         return logits.argmax(dim=-1)
     scaled = logits if batch.temperature is None else logits / batch.temperature.unsqueeze(1)
-    probs = _apply_top_k_top_p(scaled, batch.top_k, batch.top_p).softmax(dim=-1)
+    probs = apply_top_k_top_p(scaled, batch.top_k, batch.top_p, batch.max_top_k).softmax(dim=-1)
     if batch.min_p is not None:
         threshold = batch.min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
         probs = probs.masked_fill(probs < threshold, 0.0)
-    sampled = _draw(probs, batch.draw_seeds)
+    sampled = inverse_cdf_draw(probs, batch.draw_uniforms)
     if batch.greedy is None:
         return sampled
     return torch.where(batch.greedy, logits.argmax(dim=-1), sampled)
-
-
-def _draw(probs: torch.Tensor, draw_seeds: dict[int, int]) -> torch.Tensor:
-    """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i / sum(p), like
-    multinomial, without needing normalised probs. Each sampled row's E comes from its own draw
-    seed alone, so its draw depends on nothing else in the batch and never touches torch's
-    global RNG; greedy rows (no seed here) draw nothing."""
-    noise = torch.ones_like(probs)
-    generator = torch.Generator(device=probs.device)
-    for row, seed in draw_seeds.items():
-        noise[row].exponential_(generator=generator.manual_seed(seed))
-    return probs.div(noise).argmax(dim=-1)
-
-
-def draw_seed(seed: int, draw_index: int) -> int:
-    """The seed of a seeded row's ``draw_index``-th draw: a 64-bit mix (SplitMix64's finaliser) of
-    both, so nearby seeds and counters give unrelated streams."""
-    mask = 2**64 - 1
-    value = (seed + (draw_index + 1) * 0x9E3779B97F4A7C15) & mask
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & mask
-    return (value ^ (value >> 31)) & (2**63 - 1)  # manual_seed takes it whatever its sign bit
-
-
-def _apply_top_k_top_p(
-    logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None
-) -> torch.Tensor:
-    """Masks out tokens outside each row's k most likely, then outside the smallest set whose
-    probability (renormalised after top-k) reaches top_p. One sort serves both."""
-    if top_k is None and top_p is None:
-        return logits
-    sorted_logits, sorted_ids = logits.sort(dim=-1, descending=True)
-    removed = torch.zeros_like(sorted_logits, dtype=torch.bool)
-    if top_k is not None:
-        ranks = torch.arange(logits.shape[1], device=logits.device)
-        removed |= ranks >= top_k.unsqueeze(1)
-    if top_p is not None:
-        probs = sorted_logits.masked_fill(removed, float("-inf")).softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs
-        # Rows at top_p = 1 keep everything, even where rounding lifts the running sum to 1.
-        removed |= (mass_before >= top_p.unsqueeze(1)) & (top_p < 1).unsqueeze(1)
-    removed_in_vocab_order = torch.zeros_like(removed).scatter(1, sorted_ids, removed)
-    return logits.masked_fill(removed_in_vocab_order, float("-inf"))
 
 
 def _apply_grammar(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:

@@ -1,0 +1,74 @@
+"""Top-k and top-p (nucleus) filtering of a batch of logits, each row under its own settings.
+
+Both filters keep every token at or above a per-row logit threshold, so tokens tied at the
+boundary are all kept or all dropped and a row's result does not depend on how a sort orders
+ties. On a CPU a full sort of a 152k-token vocabulary costs ~5 ms a row, so the threshold is
+first looked for among each row's largest logits (``topk``) and only rows whose nucleus reaches
+past them are searched wider; the sort is the last resort. Each widening reads back whether every
+row was settled, a host synchronisation that would stall an accelerator's queued work, so there
+the whole vocabulary is sorted at once.
+"""
+from __future__ import annotations
+
+import torch
+
+# How many of a row's largest logits the CPU looks at before looking at more.
+_CPU_CANDIDATE_WIDTHS = (1024, 8192)
+
+
+def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
+                      max_top_k: int) -> torch.Tensor:
+    """Masks tokens below each row's k-th largest logit, then outside the smallest set of most
+    likely tokens whose probability (renormalised after top-k) reaches top_p. ``top_k`` [N] holds
+    the vocabulary size and ``top_p`` [N] 1 for rows without that filter; ``max_top_k`` is the
+    largest k below the vocabulary size (0 when there is none)."""
+    if top_k is None and top_p is None:
+        return logits
+    num_rows, vocab_size = logits.shape
+    candidate_widths = _CPU_CANDIDATE_WIDTHS if logits.device.type == "cpu" else ()
+    widths = sorted({min(max(width, max_top_k), vocab_size) for width in candidate_widths} | {vocab_size})
+    thresholds = torch.full((num_rows,), float("-inf"), device=logits.device)
+    rows = torch.arange(num_rows, device=logits.device)
+    for width in widths:
+        row_top_k = None if top_k is None else top_k[rows]
+        row_top_p = None if top_p is None else top_p[rows]
+        found, settled = _thresholds(logits[rows], row_top_k, row_top_p, width)
+        thresholds[rows] = found
+        if width == vocab_size:
+            break
+        rows = rows[~settled]
+        if rows.numel() == 0:
+            break
+    return logits.masked_fill(logits < thresholds.unsqueeze(1), float("-inf"))
+
+
+def _thresholds(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
+                width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's smallest kept logit, found among its ``width`` largest, and whether those were
+    enough to find it (a row whose nucleus takes all of them may reach further)."""
+    num_rows, vocab_size = logits.shape
+    if width == vocab_size:
+        largest = logits.sort(dim=-1, descending=True).values
+    else:
+        largest = logits.topk(width, dim=-1).values
+    no_threshold = torch.full((num_rows,), float("-inf"), device=logits.device)
+    threshold = no_threshold
+    if top_k is not None:  # rows without top-k hold the vocabulary size, past `width` only then
+        kth_largest = largest.gather(1, (top_k.clamp(max=width) - 1).unsqueeze(1)).squeeze(1)
+        threshold = torch.where(top_k < vocab_size, kth_largest, no_threshold)
+    settled = torch.ones(num_rows, dtype=torch.bool, device=logits.device)
+    if top_p is None:
+        return threshold, settled
+    # The normaliser sums the whole row left by top-k, whatever the width, so every width computes
+    # the same probabilities for the same row.
+    log_total = logits.masked_fill(logits < threshold.unsqueeze(1), float("-inf")).logsumexp(dim=-1)
+    kept = largest.masked_fill(largest < threshold.unsqueeze(1), float("-inf"))
+    probs = (kept - log_total.unsqueeze(1)).exp()
+    mass_before = probs.cumsum(dim=-1) - probs
+    # Rows at top_p = 1 keep everything, even where rounding lifts the running sum to 1.
+    filtered = (top_p < 1).unsqueeze(1)
+    num_kept = (~((mass_before >= top_p.unsqueeze(1)) & filtered)).sum(dim=-1)
+    last_kept = largest.gather(1, (num_kept - 1).unsqueeze(1)).squeeze(1)
+    nucleus_ends_inside = num_kept < width
+    threshold = torch.where(nucleus_ends_inside, torch.maximum(threshold, last_kept), threshold)
+    return threshold, nucleus_ends_inside | ~filtered.squeeze(1) | (width == vocab_size)
