@@ -8,7 +8,7 @@ from collections.abc import Callable
 from autoglm import __version__
 from autoglm.bench.cli import add_bench_subcommand
 from autoglm.cli_logging import configure_logging
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.cli_settings import add_config_arguments, announced_config
 from autoglm.config import ConfigError
 from autoglm.keys_command import add_keys_subcommand
 from autoglm.models_command import add_models_subcommand
@@ -22,8 +22,7 @@ def _generate(args: argparse.Namespace) -> int:
     from autoglm.progress import show_progress
     from autoglm.sampling_params import SamplingParams
 
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     params = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, max_tokens=args.max_tokens,
         stop=args.stop or None,

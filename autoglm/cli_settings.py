@@ -84,6 +84,13 @@ def config_from_args(args: argparse.Namespace) -> AutoGLMConfig:
     return AutoGLMConfig.from_sources(args.config, overrides=overrides, defaults=args.setting_defaults)
 
 
+def announced_config(args: argparse.Namespace) -> AutoGLMConfig:
+    """The settings of a command that loads a model, the model named before anything slow starts."""
+    config = config_from_args(args)
+    announce_model(config)
+    return config
+
+
 def announce_model(config: AutoGLMConfig) -> None:
     """Say which model runs, the embedded default included, before anything slow starts."""
     if config.model is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.cli_settings import add_config_arguments, announced_config
 
 
 def read_text_to_score(path: Path) -> str:
@@ -34,8 +34,7 @@ def _eval_ppl(args: argparse.Namespace) -> int:
     from autoglm.progress import show_progress
 
     text = read_corpus().held_out if args.held_out else read_text_to_score(args.text)
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     result = evaluate_perplexity(LLM.from_config(config), text, window=args.window, use_tqdm=show_progress())
     print(f"characters: {result.num_characters}  tokens: {result.num_tokens}  scored: {result.num_scored_tokens}")
     print(f"loss per token: {result.loss_per_token:.4f} nats  (perplexity {result.perplexity:.2f})")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.ab.command import add_ab_command
-from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS
+from autoglm.bench.arguments import add_results_and_engine_settings
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
 from autoglm.bench.sampling import BenchSampling, add_sampling_arguments
 from autoglm.bench.serve.command import add_serve_command
@@ -22,13 +22,12 @@ from autoglm.bench.structured.command import add_structured_command
 from autoglm.bench.swap.command import add_swap_command
 from autoglm.bench.tenants.command import add_tenants_command
 from autoglm.bench.workloads import WORKLOADS
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.cli_settings import announced_config
 
 ALL_WORKLOADS = "all"
 CHECKPOINT_DTYPES = ("bfloat16", "float16", "float32")
 NO_BASELINE = "none"
 BASELINES = ("transformers", NO_BASELINE)
-BASELINE_HELP = "what the engine is compared with on the same requests; none runs it alone (default: %(default)s)"
 
 
 def _config_override(text: str) -> tuple[str, Any]:
@@ -42,6 +41,28 @@ def _config_override(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(
             f"the value of {key} must be JSON (a number, true, a list...), got {raw_value!r}"
         ) from None
+
+
+def _add_baseline_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", default="transformers", choices=BASELINES,
+                        help="what the engine is compared with on the same requests; none runs it alone "
+                             "(default: %(default)s)")
+
+
+def _chosen_baseline(args: argparse.Namespace) -> str | None:
+    return None if args.baseline == NO_BASELINE else args.baseline
+
+
+def _add_num_threads_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+
+
+def _use_num_threads(args: argparse.Namespace) -> None:
+    """A given ``--num-threads`` sets torch's; torch loads here, when the command runs."""
+    import torch
+
+    if args.num_threads is not None:
+        torch.set_num_threads(args.num_threads)
 
 
 def _add_profile_flag(parser: argparse.ArgumentParser) -> None:
@@ -78,13 +99,12 @@ def _add_make_model(subparsers) -> None:
 def _throughput(args: argparse.Namespace) -> int:
     from autoglm.bench.throughput import ThroughputSettings, report_throughput, run_throughput
 
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     settings = ThroughputSettings(
         config=config,
         workloads=list(WORKLOADS) if args.workload == ALL_WORKLOADS else [args.workload],
         num_prompts=args.num_prompts,
-        baseline=None if args.baseline == NO_BASELINE else args.baseline,
+        baseline=_chosen_baseline(args),
         length_scale=args.length_scale,
         profile=args.profile,
         sampling=BenchSampling.from_args(args),
@@ -99,24 +119,20 @@ def _add_throughput(subparsers) -> None:
                         help="which request mix to run (default: %(default)s)")
     parser.add_argument("--num-prompts", type=int,
                         help="requests per workload (default: 64 each, 32 for shared-prefix)")
-    parser.add_argument("--baseline", default="transformers", choices=BASELINES, help=BASELINE_HELP)
+    _add_baseline_flag(parser)
     parser.add_argument("--length-scale", type=float, default=1.0,
                         help="multiply every prompt and output length, 0.1 for a quick check (default: %(default)s)")
     _add_profile_flag(parser)
-    parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
     add_sampling_arguments(parser)
-    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    add_results_and_engine_settings(parser, "also write the results and settings to this file")
     parser.set_defaults(handler=_throughput)
 
 
 def _roofline(args: argparse.Namespace) -> int:
-    import torch
-
     from autoglm.bench.roofline import FULL_SIZES, QUICK_SIZES, measure_roofline, report_roofline
     from autoglm.platforms import resolve_device
 
-    if args.num_threads is not None:
-        torch.set_num_threads(args.num_threads)
+    _use_num_threads(args)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     report_roofline(measure_roofline(resolve_device(args.device), args.dtype, sizes, args.model), args.output_json)
     return 0
@@ -130,7 +146,7 @@ def _add_roofline(subparsers) -> None:
     parser.add_argument("--dtype", default="bfloat16", choices=CHECKPOINT_DTYPES,
                         help="the dtype asked of the engine; bounds are given for the one it computes in, and more "
                              "(default: %(default)s)")
-    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    _add_num_threads_flag(parser)
     parser.add_argument("--quick", action="store_true", help="tiny sizes that check the command, not the machine")
     parser.add_argument("--output-json", type=Path, help="also write the results, for `bench latency --roofline`")
     parser.set_defaults(handler=_roofline)
@@ -150,14 +166,13 @@ def _lengths(text: str) -> list[int]:
 def _latency(args: argparse.Namespace) -> int:
     from autoglm.bench.latency import LatencySettings, decode_bounds, report_latency, run_latency
 
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     settings = LatencySettings(
         config=config,
         input_lens=args.input_lens,
         output_len=args.output_len,
         num_iters=args.num_iters,
-        baseline=None if args.baseline == NO_BASELINE else args.baseline,
+        baseline=_chosen_baseline(args),
         roofline=args.roofline,
         profile=args.profile,
     )
@@ -174,11 +189,10 @@ def _add_latency(subparsers) -> None:
                         help="tokens generated per request (default: %(default)s)")
     parser.add_argument("--num-iters", type=int, default=3,
                         help="timed requests per prompt length, after a warm-up (default: %(default)s)")
-    parser.add_argument("--baseline", default="transformers", choices=BASELINES, help=BASELINE_HELP)
+    _add_baseline_flag(parser)
     parser.add_argument("--roofline", type=Path, help="a `bench roofline --output-json` file: adds fraction of bound")
     _add_profile_flag(parser)
-    parser.add_argument("--output-json", type=Path, help="also write the results and settings to this file")
-    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    add_results_and_engine_settings(parser, "also write the results and settings to this file")
     parser.set_defaults(handler=_latency)
 
 
@@ -187,8 +201,7 @@ def _quant_kernels(args: argparse.Namespace) -> int:
 
     from autoglm.bench.quant_kernels import QWEN_05B_LAYER_SHAPES, ROW_COUNTS, measure, report_quant_kernels
 
-    if args.num_threads is not None:
-        torch.set_num_threads(args.num_threads)
+    _use_num_threads(args)
     shapes, rows = ((QWEN_05B_LAYER_SHAPES[0],), (1, 3)) if args.quick else (QWEN_05B_LAYER_SHAPES, ROW_COUNTS)
     # Many short rounds: the best of them is the one a busy machine disturbed least.
     timings = measure(shapes, rows, getattr(torch, args.dtype), repeats=2 if args.quick else 7,
@@ -203,7 +216,7 @@ def _add_quant_kernels(subparsers) -> None:
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"),
                         help="activation dtype; the fused int8/int4 ops take bfloat16 wherever a bfloat16 model runs "
                              "(default: %(default)s)")
-    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    _add_num_threads_flag(parser)
     parser.add_argument("--quick", action="store_true", help="one small shape, two row counts: checks the command")
     parser.add_argument("--output-json", type=Path, help="also write the timings to this file")
     parser.set_defaults(handler=_quant_kernels)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autoglm.bench.report import dtype_name, format_table, machine_info, write_json
+from autoglm.bench.report import dtype_name, format_table, machine_info, print_and_write
 from autoglm.config import AutoGLMConfig
 from autoglm.llm import LLM
 from autoglm.model_paths import resolve_model_path
@@ -119,6 +119,4 @@ def memory_rows(document: dict[str, Any]) -> list[list[str]]:
 
 
 def report_quant_memory(results: dict[str, Any], output_json: Path | None) -> None:
-    print(format_table(MEMORY_HEADER, memory_rows(results)))
-    if output_json is not None:
-        write_json(output_json, results)
+    print_and_write([format_table(MEMORY_HEADER, memory_rows(results))], results, output_json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,14 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     print(f"wrote {path}")
+
+
+def print_and_write(summary: Iterable[str], document: dict[str, Any], output_json: Path | None) -> None:
+    """A benchmark's last step: its summary on the terminal, and the whole document where ``--output-json`` asks."""
+    for line in summary:
+        print(line)
+    if output_json is not None:
+        write_json(output_json, document)
 
 
 def accelerator_names() -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from autoglm.bench.arguments import positive_int
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.cli_settings import add_config_arguments, announced_config
 from autoglm.config import AutoGLMConfig
 
 KV_CACHE_DTYPES: tuple[str, ...] = get_args(AutoGLMConfig.model_fields["kv_cache_dtype"].annotation)
@@ -31,8 +31,7 @@ def _kv_accuracy(args: argparse.Namespace) -> int:
     from autoglm.corpus import read_corpus
     from autoglm.platforms import resolve_device
 
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     device = resolve_device(config.device)
     names = []
     for name in args.kv_cache_dtypes:

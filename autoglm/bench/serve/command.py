@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from autoglm.bench.serve.datasets import (
 )
 from autoglm.bench.arguments import number, positive_float, positive_int
 from autoglm.bench.report import write_json
-from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
+from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_http_bench
 from autoglm.bench.serve.metrics import SLO_NAMES
 from autoglm.bench.serve.tenant_load import (
     TenantLoad,
@@ -146,16 +147,11 @@ def add_serve_command(subparsers) -> None:
     output.add_argument("--output-json", type=Path, help="write settings, aggregates and every request's timings here")
     output.add_argument("--plot", metavar="DIR_OR_PREFIX",
                         help="write PNG charts into this folder (trailing slash or existing) or with this file prefix")
-    parser.set_defaults(handler=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    return run_reporting_errors(run_serve_bench, args)
+    parser.set_defaults(handler=partial(run_http_bench, run_serve_bench))
 
 
 def run_serve_bench(args: argparse.Namespace) -> int:
     """Every rate in turn; returns 1 when any request failed, so scripts notice."""
-    import_extra("httpx")
     if args.plot is not None:
         import_extra("matplotlib")
     _check_dataset_options(args)

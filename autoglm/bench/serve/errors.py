@@ -1,4 +1,4 @@
-"""The one error ``autoglm bench serve`` reports as a message rather than a traceback."""
+"""The one error ``autoglm bench serve`` and the other server benchmarks report as a message rather than a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -22,9 +22,11 @@ def import_extra(name: str) -> ModuleType:
         raise ServeBenchError(f"autoglm bench serve needs {name}: {BENCH_EXTRA_HINT}") from error
 
 
-def run_reporting_errors(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """``run(args)``, with a :class:`ServeBenchError` printed as one line and exit status 2."""
+def run_http_bench(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)`` once httpx imports, with a :class:`ServeBenchError` printed as one line and exit status 2:
+    the handler of every benchmark that talks to a server (serve, soak, tenants, swap)."""
     try:
+        import_extra("httpx")
         return run(args)
     except ServeBenchError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -7,10 +7,11 @@ leave mid-stream, and compares the streams' p99 inter-token gaps and the server'
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
+from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
 
 # Just under the default 2 MiB body limit (max_request_body_bytes), with room for the JSON around the prompt.
 DEFAULT_BIG_PROMPT_CHARS = (2 * 1024 * 1024 - 4096,)
@@ -53,20 +54,15 @@ def add_soak_command(subparsers) -> None:
                       help="mean seconds between clients that leave a stream after its first events")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings, both phases and the memory figures here")
-    parser.set_defaults(handler=_soak)
-
-
-def _soak(args: argparse.Namespace) -> int:
-    return run_reporting_errors(run_soak, args)
+    parser.set_defaults(handler=partial(run_http_bench, run_soak))
 
 
 def run_soak(args: argparse.Namespace) -> int:
     """Returns 1 when a victim stream failed, so scripts notice."""
-    import_extra("httpx")
     import tempfile
     import time
 
-    from autoglm.bench.report import write_json
+    from autoglm.bench.report import print_and_write
     from autoglm.bench.serve.client import CompletionTarget, fetch_models
     from autoglm.bench.soak.load import HostileLoad, run_phase
     from autoglm.bench.soak.report import soak_document, summary_lines
@@ -99,8 +95,5 @@ def run_soak(args: argparse.Namespace) -> int:
     settings.update(base_url=server.base_url, model=model, server_model_folder=args.model,
                     big_prompt_chars=list(args.big_prompt_chars))
     document = soak_document(settings, baseline, hostile, rss_before, rss_after)
-    for line in summary_lines(document):
-        print(line)
-    if args.output_json is not None:
-        write_json(args.output_json, document)
+    print_and_write(summary_lines(document), document, args.output_json)
     return 1 if "victim failed" in {**baseline.statuses, **hostile.statuses} else 0

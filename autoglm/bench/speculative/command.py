@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS, positive_int
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
+from autoglm.cli_settings import announced_config
 from autoglm.model_paths import DEFAULT_DRAFT_MODEL_DIR
 
 
@@ -26,8 +26,7 @@ def add_speculative_command(subparsers) -> None:
                         help="proposed tokens per step, for both proposers (default: %(default)s)")
     parser.add_argument("--draft-model", type=Path, default=DEFAULT_DRAFT_MODEL_DIR,
                         help="draft checkpoint sharing the model's tokenizer (default: the default model's draft)")
-    parser.add_argument("--output-json", type=Path, help="also write the results, for docs/PERFORMANCE.md")
-    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    add_results_and_engine_settings(parser, "also write the results, for docs/PERFORMANCE.md")
     parser.set_defaults(handler=_speculative)
 
 
@@ -40,8 +39,7 @@ def _speculative(args: argparse.Namespace) -> int:
     from autoglm.model_paths import resolve_model_path
     from autoglm.speculative_config import SpeculativeConfig
 
-    config = config_from_args(args)
-    announce_model(config)
+    config = announced_config(args)
     tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or resolve_model_path(config.model)))
     prompts = quoting_prompts(tokenizer, args.prompts, args.passage_tokens, args.cue_tokens)
     k = args.num_speculative_tokens

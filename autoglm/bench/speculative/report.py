@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.report import format_table, machine_info, write_json
+from autoglm.bench.report import format_table, machine_info, print_and_write
 from autoglm.bench.speculative.measure import PLAIN, SideResult
 
 HEADER = ("decoding", "acceptance", "tokens per target pass", "decode tok/s", "speed-up", "same tokens")
@@ -40,6 +40,4 @@ def table_rows(document: dict[str, Any]) -> list[list[str]]:
 
 
 def report_speculative(document: dict[str, Any], output_json: Path | None) -> None:
-    print(format_table(HEADER, table_rows(document)))
-    if output_json is not None:
-        write_json(output_json, document)
+    print_and_write([format_table(HEADER, table_rows(document))], document, output_json)

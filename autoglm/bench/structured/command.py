@@ -9,10 +9,9 @@ the grammar mask cost a step timed alone, and what compiling each constraint cos
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from autoglm.bench.arguments import BENCH_SETTING_DEFAULTS, positive_int
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
+from autoglm.cli_settings import announce_model, config_from_args
 from autoglm.errors import InvalidRequestError
 
 
@@ -33,14 +32,13 @@ def add_structured_command(subparsers) -> None:
                       "(default: %(default)s)")
     load.add_argument("--rounds", type=positive_int, default=3,
                       help="rounds of each kind, alternating after one unmeasured of each (default: %(default)s)")
-    parser.add_argument("--output-json", type=Path, help="also write the settings and every figure to this file")
-    add_config_arguments(parser, defaults=BENCH_SETTING_DEFAULTS)
+    add_results_and_engine_settings(parser, "also write the settings and every figure to this file")
     parser.set_defaults(handler=_structured)
 
 
 def _structured(args: argparse.Namespace) -> int:
     from autoglm.bench.engine_run import bench_llm
-    from autoglm.bench.report import machine_info, write_json
+    from autoglm.bench.report import machine_info, print_and_write
     from autoglm.bench.structured.constraints import json_constraint, neighbour_constraints, regex_constraint
     from autoglm.bench.structured.mask_cost import measure_compile_cost, measure_mask_cost
     from autoglm.bench.structured.report import summary_lines
@@ -75,8 +73,5 @@ def _structured(args: argparse.Namespace) -> int:
     document = {"settings": settings, "machine": machine_info(),
                 "rounds": [entry.to_dict(shape) for entry in rounds], "mask_cost": mask.to_dict(),
                 "compile": {kind: vars(cost) for kind, cost in compiled.items()}}
-    for line in summary_lines(document):
-        print(line)
-    if args.output_json is not None:
-        write_json(args.output_json, document)
+    print_and_write(summary_lines(document), document, args.output_json)
     return 0

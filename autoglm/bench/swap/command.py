@@ -15,10 +15,11 @@ import argparse
 import shlex
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
+from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
 
 
 def add_swap_command(subparsers) -> None:
@@ -45,17 +46,12 @@ def add_swap_command(subparsers) -> None:
                       "version, and after the last")
     load.add_argument("--seed", type=int, default=0, help="the noise of version 2's weights")
     parser.add_argument("--output-json", type=Path, help="write settings, every switch and the request counts here")
-    parser.set_defaults(handler=_swap)
-
-
-def _swap(args: argparse.Namespace) -> int:
-    return run_reporting_errors(run_swap_bench, args)
+    parser.set_defaults(handler=partial(run_http_bench, run_swap_bench))
 
 
 def run_swap_bench(args: argparse.Namespace) -> int:
     """Returns 1 when a request failed, changed version or was misrouted, so scripts notice."""
-    import_extra("httpx")
-    from autoglm.bench.report import machine_info, write_json
+    from autoglm.bench.report import machine_info, print_and_write
     from autoglm.bench.soak.server import start_server
     from autoglm.bench.swap.load import SwapLoad, run_swaps
     from autoglm.bench.swap.report import problems, summary_lines, swap_document
@@ -87,8 +83,5 @@ def run_swap_bench(args: argparse.Namespace) -> int:
         "serve_args", "streams", "output_len", "rounds", "settle_s", "seed")}
     settings.update(model=str(args.model), model_b=None if args.model_b is None else str(args.model_b))
     document = swap_document(settings, machine_info(), run)
-    for line in summary_lines(document):
-        print(line)
-    if args.output_json is not None:
-        write_json(args.output_json, document)
+    print_and_write(summary_lines(document), document, args.output_json)
     return 1 if problems(document) else 0

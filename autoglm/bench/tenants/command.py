@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_reporting_errors
+from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
 
 if TYPE_CHECKING:
     from autoglm.bench.tenants.phases import PhaseSettings
@@ -64,17 +65,12 @@ def add_tenants_command(subparsers) -> None:
                       help="seconds after A's flood that B's first request goes out (the same alone)")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings and every phase's figures here")
-    parser.set_defaults(handler=_tenants)
-
-
-def _tenants(args: argparse.Namespace) -> int:
-    return run_reporting_errors(run_tenants_bench, args)
+    parser.set_defaults(handler=partial(run_http_bench, run_tenants_bench))
 
 
 def run_tenants_bench(args: argparse.Namespace) -> int:
     """Returns 1 when any request failed, so scripts notice."""
-    import_extra("httpx")
-    from autoglm.bench.report import machine_info, write_json
+    from autoglm.bench.report import machine_info, print_and_write
     from autoglm.bench.serve.tenant_load import TenantLoad
     from autoglm.bench.soak.server import start_server
     from autoglm.bench.tenants.phases import run_phase
@@ -122,10 +118,7 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
     document = {"settings": recorded, "machine": machine_info(),
                 "overhead": {"open": open_rounds, "keyed": keyed_rounds}, "fairness": fairness,
                 "flood": {"alone": alone, "flooded": flooded}}
-    for line in summary_lines(document):
-        print(line)
-    if args.output_json is not None:
-        write_json(args.output_json, document)
+    print_and_write(summary_lines(document), document, args.output_json)
     return 1 if failed_requests(document) else 0
 
 
