@@ -24,21 +24,18 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: t
     largest k below the vocabulary size (0 when there is none)."""
     if top_k is None and top_p is None:
         return logits
-    num_rows, vocab_size = logits.shape
+    vocab_size = logits.shape[1]
     candidate_widths = _CPU_CANDIDATE_WIDTHS if logits.device.type == "cpu" else ()
-    widths = sorted({min(max(width, max_top_k), vocab_size) for width in candidate_widths} | {vocab_size})
-    thresholds = torch.full((num_rows,), float("-inf"), device=logits.device)
-    rows = torch.arange(num_rows, device=logits.device)
-    for width in widths:
-        row_top_k = None if top_k is None else top_k[rows]
-        row_top_p = None if top_p is None else top_p[rows]
-        found, settled = _thresholds(logits[rows], row_top_k, row_top_p, width)
-        thresholds[rows] = found
-        if width == vocab_size:
+    first, *wider = sorted({min(max(width, max_top_k), vocab_size) for width in candidate_widths} | {vocab_size})
+    thresholds, settled = _thresholds(logits, top_k, top_p, first)
+    unsettled_rows = (~settled).nonzero().squeeze(1) if wider else None
+    for width in wider:
+        if unsettled_rows.numel() == 0:
             break
-        rows = rows[~settled]
-        if rows.numel() == 0:
-            break
+        found, settled = _thresholds(logits[unsettled_rows], None if top_k is None else top_k[unsettled_rows],
+                                     None if top_p is None else top_p[unsettled_rows], width)
+        thresholds[unsettled_rows] = found
+        unsettled_rows = unsettled_rows[~settled]
     return logits.masked_fill(logits < thresholds.unsqueeze(1), float("-inf"))
 
 
