@@ -31,7 +31,7 @@ def test_server_benchmarks_without_httpx_name_the_extra(command: str, tmp_path: 
     monkeypatch.setitem(sys.modules, "httpx", None)  # what an install without the bench extra looks like
     required = ["--model", str(tmp_path)] if command == "swap" else []
     assert main([command, *required]) == 2
-    assert "pip install 'open-autoglm[bench]'" in capsys.readouterr().err
+    assert f"autoglm bench {command} needs httpx: pip install 'open-autoglm[bench]'" in capsys.readouterr().err
 
 
 def test_print_and_write_writes_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -210,8 +210,8 @@ def test_jsonl_file_missing_or_empty(tmp_path):
 
 # ---- command line without a server ------------------------------------------------
 def test_a_missing_extra_names_the_install_command():
-    with pytest.raises(ServeBenchError, match=r"pip install 'open-autoglm\[bench\]'"):
-        import_extra("no_such_module_for_bench_serve")
+    with pytest.raises(ServeBenchError, match=r"^--plot needs no_such_module: pip install 'open-autoglm\[bench\]'"):
+        import_extra("no_such_module", "--plot")
 
 
 def test_plot_paths_for_folders_and_prefixes(tmp_path):

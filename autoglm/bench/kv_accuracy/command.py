@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import get_args
 
@@ -27,7 +26,7 @@ def _kv_accuracy(args: argparse.Namespace) -> int:
     from autoglm.attention.kv_cache_format import check_kv_cache_format, kv_cache_format
     from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, results_document
     from autoglm.bench.kv_accuracy.summary import SUMMARY_HEADER, summary_rows
-    from autoglm.bench.report import format_table, machine_info
+    from autoglm.bench.report import format_table, machine_info, print_and_write
     from autoglm.corpus import read_corpus
     from autoglm.platforms import resolve_device
 
@@ -43,10 +42,8 @@ def _kv_accuracy(args: argparse.Namespace) -> int:
     text = read_corpus().held_out
     results = measure_kv_accuracy(config, names, text, args.positions)
     document = results_document(config, results, args.positions, len(text), machine_info())
-    print(format_table(SUMMARY_HEADER, summary_rows(document), text_columns=2))
-    if args.output_json is not None:
-        args.output_json.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"wrote {args.output_json}")
+    print_and_write([format_table(SUMMARY_HEADER, summary_rows(document), text_columns=2)], document,
+                    args.output_json)
     return 0
 
 

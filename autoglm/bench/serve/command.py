@@ -147,13 +147,13 @@ def add_serve_command(subparsers) -> None:
     output.add_argument("--output-json", type=Path, help="write settings, aggregates and every request's timings here")
     output.add_argument("--plot", metavar="DIR_OR_PREFIX",
                         help="write PNG charts into this folder (trailing slash or existing) or with this file prefix")
-    parser.set_defaults(handler=partial(run_http_bench, run_serve_bench))
+    parser.set_defaults(handler=partial(run_http_bench, "serve", run_serve_bench))
 
 
 def run_serve_bench(args: argparse.Namespace) -> int:
     """Every rate in turn; returns 1 when any request failed, so scripts notice."""
     if args.plot is not None:
-        import_extra("matplotlib")
+        import_extra("matplotlib", "--plot")
     _check_dataset_options(args)
     loads = _loads(args)
     from autoglm.bench.serve.client import CompletionTarget

@@ -54,7 +54,7 @@ def add_soak_command(subparsers) -> None:
                       help="mean seconds between clients that leave a stream after its first events")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings, both phases and the memory figures here")
-    parser.set_defaults(handler=partial(run_http_bench, run_soak))
+    parser.set_defaults(handler=partial(run_http_bench, "soak", run_soak))
 
 
 def run_soak(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ def add_swap_command(subparsers) -> None:
                       "version, and after the last")
     load.add_argument("--seed", type=int, default=0, help="the noise of version 2's weights")
     parser.add_argument("--output-json", type=Path, help="write settings, every switch and the request counts here")
-    parser.set_defaults(handler=partial(run_http_bench, run_swap_bench))
+    parser.set_defaults(handler=partial(run_http_bench, "swap", run_swap_bench))
 
 
 def run_swap_bench(args: argparse.Namespace) -> int:

@@ -65,7 +65,7 @@ def add_tenants_command(subparsers) -> None:
                       help="seconds after A's flood that B's first request goes out (the same alone)")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings and every phase's figures here")
-    parser.set_defaults(handler=partial(run_http_bench, run_tenants_bench))
+    parser.set_defaults(handler=partial(run_http_bench, "tenants", run_tenants_bench))
 
 
 def run_tenants_bench(args: argparse.Namespace) -> int:
