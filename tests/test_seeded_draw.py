@@ -9,14 +9,14 @@ def uniforms(count: int, seed: int = 0) -> torch.Tensor:
     return torch.tensor([draw_uniform(seed, index) for index in range(count)], dtype=torch.float64)
 
 
-def test_draw_frequencies_follow_the_probabilities_across_blocks():
-    torch.manual_seed(0)
-    probs = torch.zeros(VOCAB)
-    tokens = [0, 5, 1023, 1024, 2047, 2999]  # first and last tokens of blocks, and the partial block's last
+@pytest.mark.parametrize("vocab", [VOCAB, 3072])  # a partial last block, and none
+def test_draw_frequencies_follow_the_probabilities_across_blocks(vocab):
+    probs = torch.zeros(vocab)
+    tokens = [0, 5, 1023, 1024, 2047, vocab - 1]  # first and last tokens of blocks, and the vocabulary's last
     probs[tokens] = torch.tensor([0.3, 0.05, 0.15, 0.2, 0.1, 0.2])
     draws = 20000
-    drawn = inverse_cdf_draw(probs.expand(draws, VOCAB), uniforms(draws))
-    counts = torch.bincount(drawn, minlength=VOCAB)
+    drawn = inverse_cdf_draw(probs.expand(draws, vocab), uniforms(draws))
+    counts = torch.bincount(drawn, minlength=vocab)
     assert counts.sum() == counts[tokens].sum()  # nothing else drawn
     expected = probs[tokens] * draws
     chi_square = ((counts[tokens] - expected) ** 2 / expected).sum().item()

@@ -37,15 +37,25 @@ def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     not be normalised; ``uniforms`` [N] float64 in [0, 1). A token of probability 0 is never drawn.
     """
     num_rows, vocab_size = probs.shape
-    blocks = torch.nn.functional.pad(probs, (0, -vocab_size % _BLOCK)).view(num_rows, -1, _BLOCK)
-    block_mass = blocks.sum(dim=-1).double()
+    block_mass = _block_sums(probs).double()
     block_ends = block_mass.cumsum(dim=-1)
     target = uniforms.to(block_ends.dtype) * block_ends[:, -1]
     block = _span_holding(block_ends, block_mass, target)
     block_start = (block_ends - block_mass).gather(1, block.unsqueeze(1)).squeeze(1)
-    block_probs = blocks[torch.arange(num_rows, device=probs.device), block].double()
+    token_ids = block.unsqueeze(1) * _BLOCK + torch.arange(_BLOCK, device=probs.device)
+    in_vocab = token_ids < vocab_size  # the last block may be partial
+    block_probs = probs.gather(1, token_ids.clamp(max=vocab_size - 1)).masked_fill(~in_vocab, 0.0).double()
     token = _span_holding(block_probs.cumsum(dim=-1), block_probs, target - block_start)
     return block * _BLOCK + token
+
+
+def _block_sums(probs: torch.Tensor) -> torch.Tensor:
+    """[N, ceil(V / block)]: each row's probability in each block of tokens, the last one partial."""
+    whole = probs.shape[1] // _BLOCK * _BLOCK
+    sums = probs[:, :whole].unflatten(1, (-1, _BLOCK)).sum(dim=-1)
+    if whole == probs.shape[1]:
+        return sums
+    return torch.cat([sums, probs[:, whole:].sum(dim=-1, keepdim=True)], dim=1)
 
 
 def _span_holding(ends: torch.Tensor, mass: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
