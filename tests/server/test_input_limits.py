@@ -1,6 +1,6 @@
 """A client's mistake or excess is a 400 naming the field and the limit, never a 500: token ids past
 the vocabulary, text that is not Unicode, unbounded priorities, requests that fan out too far, bodies
-nested too deep."""
+nested too deep, tool results that name no call."""
 from __future__ import annotations
 
 import json
@@ -120,3 +120,17 @@ def test_a_body_at_the_nesting_limit_reaches_the_app(server):
     error = bad_request(response)
     assert (error["param"], error["code"]) == ("prompt", "invalid_type")  # the prompt's type, not its depth
 
+
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("path, extra", [("/v1/chat/completions", {"max_tokens": 1}), ("/tokenize", {})])
+@pytest.mark.parametrize("tool_message", [{"role": "tool", "content": "12:00"},
+                                          {"role": "tool", "content": "12:00", "tool_call_id": ""}])
+def test_a_tool_message_without_its_call_id_is_a_400_naming_it(server, path, extra, tool_message):
+    messages = [{"role": "user", "content": "Time?"}, {"role": "assistant", "tool_calls": [TOOL_CALL]}]
+    error = bad_request(post_json(server, path, {"messages": [*messages, tool_message], **extra}))
+    assert (error["param"], error["code"]) == ("messages[2].tool_call_id", "invalid_value")
+    assert error["message"].startswith("messages[2].tool_call_id: a tool message must name the tool call it answers")
+    answered = {**tool_message, "tool_call_id": "call_1"}
+    assert post_json(server, path, {"messages": [*messages, answered], **extra}).status_code == 200
