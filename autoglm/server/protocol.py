@@ -305,6 +305,11 @@ class ChatCompletionRequest(GenerationRequest):
     verbosity: str | None = None
     web_search_options: dict[str, Any] | None = None
 
+    @property
+    def allows_parallel_calls(self) -> bool:
+        """OpenAI's default, when parallel_tool_calls is unset, is to allow them."""
+        return self.parallel_tool_calls is not False
+
 
 class TokenizeRequest(APIModel):
     """Either a prompt, or chat messages rendered with the model's chat template."""
