@@ -114,6 +114,12 @@ def _validation_error(error: RequestValidationError) -> APIError:
         return _unknown_field_error(loc, problem)
     if problem["type"] == INVALID_TEXT:
         return _invalid_text_error((*loc, *problem["ctx"]["path"]))
+    if problem["type"] == "value_error" and isinstance(problem["ctx"]["error"], InvalidRequestError) \
+            and problem["ctx"]["error"].param is not None:
+        return _named_field_error(loc, problem["ctx"]["error"])
+    if not loc and problem["type"] in ("model_type", "model_attributes_type"):
+        return APIError(HTTPStatus.BAD_REQUEST, f"the request body must be a JSON object, got "
+                        f"{_json_kind(problem['input'])}", code="invalid_type")
     if not loc:
         return APIError(HTTPStatus.BAD_REQUEST, f"invalid request body: {_reason(problem)}", code="invalid_value")
     field_loc = loc[:next((i for i, part in enumerate(loc) if _is_union_member(part)), len(loc))]
@@ -149,6 +155,25 @@ def _invalid_text_error(path: tuple[int | str, ...]) -> APIError:
     return APIError(HTTPStatus.BAD_REQUEST,
                     f"{field}: text must be valid Unicode, but it holds a lone surrogate (an unpaired "
                     f"\\ud800-\\udfff escape)", param=str(path[0]) if path else None, code="invalid_value")
+
+
+def _named_field_error(loc: tuple[int | str, ...], error: InvalidRequestError) -> APIError:
+    """A model's check that names its field at fault (a tool message's tool_call_id), named by the
+    field's whole path in OpenAI's style, ``messages[2].tool_call_id``, both as the param and in the message."""
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in (*loc, error.param))
+    param = path.removeprefix(".")
+    return APIError(HTTPStatus.BAD_REQUEST, f"{param}: {error}", param=param, code="invalid_value")
+
+
+def _json_kind(value: object) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
 
 
 def _reason(problem: ErrorDetails) -> str:

@@ -241,6 +241,14 @@ class ChatMessage(APIModel):
     tool_call_id: str | None = None  # a "tool" message: the call whose result it holds
     tool_calls: list[ToolCallInput] | None = None  # an "assistant" message: the calls it made
 
+    @model_validator(mode="after")
+    def _tool_result_names_its_call(self) -> ChatMessage:
+        """A result the model could not match to a call is refused, as OpenAI refuses it."""
+        if self.role == "tool" and not self.tool_call_id:
+            raise InvalidRequestError("a tool message must name the tool call it answers: give the id of a call "
+                                      "from an earlier assistant message's tool_calls", param="tool_call_id")
+        return self
+
     def as_template_input(self) -> dict[str, Any]:
         """The mapping chat templates expect: role and content (text parts joined with newlines), plus
         ``name``, ``tool_call_id`` and ``tool_calls`` when given, for the templates that use them."""
@@ -296,6 +304,11 @@ class ChatCompletionRequest(GenerationRequest):
     store: bool | None = None
     verbosity: str | None = None
     web_search_options: dict[str, Any] | None = None
+
+    @property
+    def allows_parallel_calls(self) -> bool:
+        """OpenAI's default, when parallel_tool_calls is unset, is to allow them."""
+        return self.parallel_tool_calls is not False
 
 
 class TokenizeRequest(APIModel):

@@ -1,10 +1,12 @@
-"""Each request body read whole at the door, within a size limit and a deadline, before the app sees it.
+"""Each request body read whole at the door, within a size limit, a deadline and a nesting depth,
+before the app sees it.
 
 A body past the limit is answered 413 without reading it further: at once when Content-Length
 declares it, else as soon as the chunks received pass it. A body that does not arrive within the
 deadline (a client trickling bytes to hold a connection) is answered 408 and its connection
 closed. Only reading the body is timed: once it is in, the app's own reads (a streamed response
-listening for the client's disconnect) wait as long as the response lasts.
+listening for the client's disconnect) wait as long as the response lasts. A body that nests
+arrays and objects past MAX_JSON_DEPTH is answered 400 before anything parses it (json_nesting.py).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from http import HTTPStatus
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoglm.server.errors import APIError
+from autoglm.server.json_nesting import nesting_error
 
 
 class _BodyTooLarge(Exception):
@@ -45,6 +48,10 @@ class RequestBodyMiddleware:
             await self._too_slow().to_response()(scope, receive, send)
             return
         if body is None:  # the client left before sending it all
+            return
+        too_deep = nesting_error(body)
+        if too_deep is not None:
+            await too_deep.to_response()(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 

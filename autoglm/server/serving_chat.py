@@ -40,6 +40,7 @@ from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tool_calls.families import tool_call_family
 from autoglm.server.tool_calls.parsed import new_tool_call_id
 from autoglm.server.tool_calls.stream import StreamPiece, ToolCallStream, visible_content
+from autoglm.server.tool_calls.tool_schemas import check_tool_schemas
 from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
 from autoglm.server.unsupported import refuse_unimplemented
 
@@ -87,6 +88,7 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         constraint = _output_constraint(body, tool_use)
         params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
                                       state.config.max_sequences_per_request, constraint)
+        await check_tool_schemas(engine.engine, body)  # first: a forced call's grammar is then a cache hit
         await compile_grammar(engine.engine, constraint)
         tools = tool_use.template_tools if tool_use is not None else None
         token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools)

@@ -80,12 +80,20 @@ def test_prompt_past_the_context_names_both_numbers(server):
     assert caught.value.body["code"] == "context_length_exceeded"
 
 
-@pytest.mark.parametrize("content", [b'{"prompt": ', b"[1, 2]", b"not json at all", b""])
-def test_malformed_bodies_are_400_not_422(server, content):
-    response = post(server, "/v1/completions", content=content, headers={"content-type": "application/json"})
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+@pytest.mark.parametrize("content, code, words", [
+    (b'{"prompt": ', "invalid_json", "the request body is not valid JSON: Expecting value"),
+    (b"not json at all", "invalid_json", "the request body is not valid JSON: Expecting value"),
+    (b"[1, 2]", "invalid_type", "the request body must be a JSON object, got an array"),
+    (b'"hello"', "invalid_type", "the request body must be a JSON object, got a string"),
+    (b"null", "invalid_type", "the request body must be a JSON object, got null"),
+    (b"", "invalid_value", "invalid request body: Field required"),
+])
+def test_malformed_bodies_are_400_not_422(server, path, content, code, words):
+    response = post(server, path, content=content, headers={"content-type": "application/json"})
     assert response.status_code == 400
-    assert error_of(response)["type"] == "invalid_request_error"
-    assert error_of(response)["code"] in ("invalid_json", "invalid_value")
+    error = error_of(response)
+    assert (error["type"], error["code"], error["message"]) == ("invalid_request_error", code, words)
 
 
 def test_unknown_model_is_404_and_served_or_missing_name_is_fine(server):

@@ -1,5 +1,6 @@
 """A client's mistake or excess is a 400 naming the field and the limit, never a 500: token ids past
-the vocabulary, text that is not Unicode, unbounded priorities, requests that fan out too far."""
+the vocabulary, text that is not Unicode, unbounded priorities, requests that fan out too far, bodies
+nested too deep, tool results that name no call."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import httpx
 import pytest
 
 from autoglm.server.errors import APIError
+from autoglm.server.json_nesting import MAX_JSON_DEPTH
 from autoglm.server.protocol import ChatCompletionRequest
 from autoglm.server.sampling import chat_sampling_params
 
@@ -89,3 +91,46 @@ def test_chat_n_counts_against_the_cap():
         chat_sampling_params(request, TINY_VOCAB, max_sequences=4, constraint=None)
     assert caught.value.status == 400 and caught.value.body.error.param == "n"
     assert "would create 8 sequences (1 prompt x n=8)" in caught.value.body.error.message
+
+
+def deep_body(key: str, levels: int) -> bytes:
+    """A body whose `key` holds arrays nested so that the body as a whole is `levels` deep."""
+    return f'{{"max_tokens": 1, "{key}": {"[" * (levels - 1)}{"]" * (levels - 1)}}}'.encode()
+
+
+@pytest.mark.parametrize("path, content, param", [
+    ("/v1/chat/completions", deep_body("messages", 100_000), "messages"),
+    ("/v1/chat/completions", deep_body("messages", MAX_JSON_DEPTH + 1), "messages"),
+    ("/v1/completions", b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "a"),
+    ("/tokenize", b"[" * 100_000, None),
+])
+def test_a_body_nested_past_the_limit_is_a_400_stating_it(server, path, content, param):
+    response = httpx.post(server.url + path, content=content, headers={"content-type": "application/json"},
+                          timeout=30)
+    error = bad_request(response)
+    assert (error["param"], error["code"]) == (param, "request_too_deep")
+    assert f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep" in error["message"]
+    assert f"this server takes at most {MAX_JSON_DEPTH} levels" in error["message"]
+    assert post_json(server, "/v1/completions", {"prompt": "Hi", "max_tokens": 1}).status_code == 200
+
+
+def test_a_body_at_the_nesting_limit_reaches_the_app(server):
+    response = httpx.post(server.url + "/v1/completions", content=deep_body("prompt", MAX_JSON_DEPTH),
+                          headers={"content-type": "application/json"}, timeout=30)
+    error = bad_request(response)
+    assert (error["param"], error["code"]) == ("prompt", "invalid_type")  # the prompt's type, not its depth
+
+
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("path, extra", [("/v1/chat/completions", {"max_tokens": 1}), ("/tokenize", {})])
+@pytest.mark.parametrize("tool_message", [{"role": "tool", "content": "12:00"},
+                                          {"role": "tool", "content": "12:00", "tool_call_id": ""}])
+def test_a_tool_message_without_its_call_id_is_a_400_naming_it(server, path, extra, tool_message):
+    messages = [{"role": "user", "content": "Time?"}, {"role": "assistant", "tool_calls": [TOOL_CALL]}]
+    error = bad_request(post_json(server, path, {"messages": [*messages, tool_message], **extra}))
+    assert (error["param"], error["code"]) == ("messages[2].tool_call_id", "invalid_value")
+    assert error["message"].startswith("messages[2].tool_call_id: a tool message must name the tool call it answers")
+    answered = {**tool_message, "tool_call_id": "call_1"}
+    assert post_json(server, path, {"messages": [*messages, answered], **extra}).status_code == 200

@@ -13,8 +13,9 @@ from autoglm.server.errors import APIError
 from autoglm.server.protocol import ChatCompletionRequest, NamedToolChoice, ToolDefinition
 from autoglm.server.tool_calls.families import known_families, tool_call_family
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
-from autoglm.server.tool_calls.forced_schema import arguments_schema, call_array_schema
+from autoglm.server.tool_calls.forced_schema import arguments_schema
 from autoglm.server.tool_calls.parsed import FirstCallOnly, ToolCallParser
+from autoglm.server.tool_calls.tool_schemas import calls_grammar
 from autoglm.structured_outputs import StructuredOutputsParams
 
 
@@ -33,7 +34,8 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
 
     "none" shows the tools to the template and reads no calls; "auto" (the default with tools) reads
     calls in the format the template teaches (only the first with parallel_tool_calls false);
-    "required" and a named function force a call with a grammar, which works with any model.
+    "required" and a named function force a call with a grammar, which works with any model. Whatever the
+    choice, the tools' parameters are checked apart (tool_schemas.py).
     """
     tools = request.tools or []
     choice = request.tool_choice
@@ -57,12 +59,11 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
                            f"chat template teaches, and this model's teaches none this server reads "
                            f"({known_families()}); use tool_choice 'required' or name a function",
                            param="tool_choice", code="invalid_value")
-        if request.parallel_tool_calls is False:
+        if not request.allows_parallel_calls:
             return ToolUse(template_tools, None, lambda: FirstCallOnly(family.new_parser(names)))
         return ToolUse(template_tools, None, partial(family.new_parser, names))
     if choice == "required":
-        schema = call_array_schema(tools, parallel=request.parallel_tool_calls is not False)
-        return ToolUse(template_tools, StructuredOutputsParams(json=schema), CallArrayParser)
+        return ToolUse(template_tools, calls_grammar(tools, request.allows_parallel_calls), CallArrayParser)
     tool = _named_tool(tools, choice)
     return ToolUse(template_tools, StructuredOutputsParams(json=arguments_schema(tool)),
                    partial(NamedFunctionParser, tool.function.name), calls_finish_reason="stop")

@@ -1,7 +1,10 @@
-"""Tool calls through the official openai client: forced calls whatever the model, and the requests refused."""
+"""Tool calls through the official openai client: forced calls whatever the model, and the requests refused
+(a tool whose parameters would not compile, whatever tool_choice)."""
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 
 import jsonschema
 import openai
@@ -9,8 +12,11 @@ import pytest
 from transformers import AutoTokenizer
 
 from autoglm.engine.tokenize import PromptCharLimit
-from autoglm.server.protocol import ChatMessage
+from autoglm.server.errors import APIError
+from autoglm.server.protocol import ChatCompletionRequest, ChatMessage
 from autoglm.server.serving_chat import render_chat_prompt
+from autoglm.server.tool_calls.tool_schemas import check_tool_schemas
+from autoglm.server.tool_calls.tool_use import plan_tool_use
 from tests.optional_packages import needs_xgrammar
 from tests.server.live_server import make_chat_model, start_server
 from tests.server.test_errors import assert_still_serving, error_of, post
@@ -147,7 +153,7 @@ def test_a_tool_result_goes_back_through_the_template(qwen_server):
     ({"tools": [TOOLS[0], TOOLS[0]]}, "tools", "declares the function 'get_weather' more than once"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "strnig"}}}}}], "tool_choice": "required"},
-     "tools", 'tools does not compile: Unsupported type "strnig"'),
+     "tools[0].function.parameters", 'tools[0].function.parameters does not compile: Unsupported type "strnig"'),
     ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice",
      "tool_choice forces a tool call, whose shape its grammar sets, and response_format also constrains"),
 ])
@@ -169,3 +175,66 @@ def test_auto_is_refused_for_a_template_that_teaches_no_known_call_format(server
     assert forced.choices[0].message.tool_calls[0].function.name in PARAMETERS
     with pytest.raises(openai.BadRequestError):
         server.openai().chat.completions.create(model="tiny-llama", messages=MESSAGES, tools=TOOLS, max_tokens=2)
+
+
+def tool(name: str, parameters: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+UNKNOWN_TYPE = {"type": "object", "properties": {"a": {"type": "strnig"}}}
+UNENFORCEABLE = {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("tool_choice", [None, "none", "auto", "required",
+                                         {"type": "function", "function": {"name": "get_time"}}])
+@pytest.mark.parametrize("parameters, words", [
+    (UNKNOWN_TYPE, 'tools[2].function.parameters does not compile: Unsupported type "strnig"'),
+    (UNENFORCEABLE, "tools[2].function.parameters: the schema uses 'not' (at /properties/a), which the grammar "
+                    "cannot enforce"),
+])
+def test_every_tool_schema_is_checked_whatever_tool_choice(qwen_server, tool_choice, parameters, words):
+    body = {"messages": MESSAGES, "max_tokens": 2, "tools": [*TOOLS, tool("broken", parameters)]}
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    error = error_of(post(qwen_server, "/v1/chat/completions", json=body))
+    assert (error["param"], error["code"]) == ("tools[2].function.parameters", "invalid_value")
+    assert error["message"].startswith(words)
+    assert_still_serving(qwen_server)
+
+
+def counting_compiles(engine, monkeypatch) -> list[object]:
+    """Each constraint the engine is asked to compile from now on, cached or not."""
+    asked = []
+    compile_grammar = engine.compile_grammar
+
+    def counted(constraint):
+        asked.append(constraint)
+        return compile_grammar(constraint)
+
+    monkeypatch.setattr(engine, "compile_grammar", counted)
+    return asked
+
+
+MANY_TOOLS = [tool(f"tool_{i}", {"type": "object", "properties": {f"field_{i}": {"type": "integer"}}})
+              for i in range(200)]
+
+
+def test_many_tools_under_auto_cost_one_grammar_the_forced_call_then_reuses(qwen_server, monkeypatch):
+    engine = qwen_server.state.engine.engine
+    asked = counting_compiles(engine, monkeypatch)
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, "tools": MANY_TOOLS})
+    asyncio.run(check_tool_schemas(engine, request))
+    forced = plan_tool_use(request.model_copy(update={"tool_choice": "required"}), QWEN_TEMPLATE).constraint
+    assert [constraint.cache_key() for constraint in asked] == [forced.cache_key()]
+
+
+def test_the_failing_tool_among_many_is_found_in_a_few_compiles(qwen_server, monkeypatch):
+    engine = qwen_server.state.engine.engine
+    asked = counting_compiles(engine, monkeypatch)
+    tools = [*MANY_TOOLS[:137], tool("broken", UNKNOWN_TYPE), *MANY_TOOLS[137:]]
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, "tools": tools, "tool_choice": "none"})
+    with pytest.raises(APIError) as caught:
+        asyncio.run(check_tool_schemas(engine, request))
+    assert caught.value.body.error.param == "tools[137].function.parameters"
+    # The whole set, halves of it (log2 of 201 rounded up), then the culprit alone.
+    assert len(asked) <= 1 + math.ceil(math.log2(len(tools))) + 1
