@@ -19,15 +19,17 @@ def kept(logits, top_k=None, top_p=None):
     return [set(row.nonzero().squeeze(1).tolist()) for row in filtered > float("-inf")]
 
 
-def reference(row, k, p):
-    """One row by the definition: every token at or above the k-th largest logit, then every token
-    at or above the least likely of the fewest most likely tokens whose probability reaches p."""
+def reference(row, k, p, slack=0.0):
+    """One row by the definition, in float64: every token at or above the k-th largest logit, then
+    every token at or above the least likely of the fewest most likely tokens whose probability
+    reaches p + slack."""
+    row = row.double()
     order = row.sort(descending=True).values
-    threshold = order[k - 1] if 0 < k < len(row) else float("-inf")
+    threshold = order[k - 1].item() if 0 < k < len(row) else float("-inf")
     probs = row.masked_fill(row < threshold, float("-inf")).softmax(dim=-1).sort(descending=True).values
     mass_before = probs.cumsum(dim=0) - probs
     if p < 1:
-        count = int((mass_before < p).sum())
+        count = max(1, int((mass_before < p + slack).sum()))
         threshold = max(threshold, order[count - 1].item())
     return set((row >= threshold).nonzero().squeeze(1).tolist())
 
@@ -40,9 +42,12 @@ def reference(row, k, p):
     top_p=st.lists(st.sampled_from([1.0, 0.3, 0.9, 0.999]), min_size=3, max_size=3),
 )
 def test_each_row_keeps_what_the_definition_keeps(seed, scale, top_k, top_p):
+    """Up to float32 rounding of the running probability: a nucleus may end a few tokens early or
+    late only where the running sum lies within 1e-4 of top_p."""
     generator = torch.Generator().manual_seed(seed)
     logits = torch.randn(3, VOCAB, generator=generator) * scale
-    assert kept(logits, top_k, top_p) == [reference(row, k, p) for row, k, p in zip(logits, top_k, top_p)]
+    for row, k, p, kept_row in zip(logits, top_k, top_p, kept(logits, top_k, top_p)):
+        assert reference(row, k, p, slack=-1e-4) <= kept_row <= reference(row, k, p, slack=1e-4)
 
 
 def test_a_row_keeps_the_same_tokens_alone_or_beside_rows_that_need_a_wider_search():
