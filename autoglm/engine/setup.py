@@ -16,6 +16,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.partition import partition_model
+from autoglm.host_allocator import keep_freed_memory_for_reuse
 from autoglm.platforms import device_memory, resolve_device
 from autoglm.engine.rank_model import load_rank_model
 from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
@@ -84,6 +85,8 @@ def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
     if workers is not None:
         device = rank_device(workers.settings, 0)
     claim_num_threads(rank_threads(config.num_threads, workers.settings) if workers else config.num_threads)
+    if device.type == "cpu":
+        keep_freed_memory_for_reuse()
     try:
         rank = load_rank_model(config, device)
         tokenizer_path = str(config.tokenizer or rank.model_path)

@@ -19,8 +19,8 @@ from autoglm.engine.errors import EngineBrokenError
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.native_memory import release_free_memory
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
 logger = logging.getLogger(__name__)

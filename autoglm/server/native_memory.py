@@ -8,12 +8,11 @@ Two things made a long-running server's resident memory climb while Python's own
   linear layer, so under varied traffic the cache fills with hundreds of megabytes. A smaller cap
   keeps the shapes in steady use (the decode batch sizes) and lets the rest go.
 * glibc's allocator keeps freed memory in its per-thread arenas rather than returning it to the
-  system. ``malloc_trim`` returns it; the engine thread calls it when it runs out of work.
+  system (and a CPU engine asks it to keep more, ``autoglm/host_allocator.py``). The engine thread
+  returns it with ``release_free_memory`` when it runs out of work.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 
 ONEDNN_CACHE_VARIABLE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
@@ -27,22 +26,3 @@ def bound_onednn_primitive_cache() -> None:
     oneDNN reads the variable when it builds its first primitive, so call this before the model runs.
     """
     os.environ.setdefault(ONEDNN_CACHE_VARIABLE, str(ONEDNN_CACHE_CAPACITY))
-
-
-def _load_malloc_trim():
-    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    return getattr(ctypes.CDLL(name), "malloc_trim", None)
-
-
-_MALLOC_TRIM = _load_malloc_trim()
-
-
-def release_free_memory() -> bool:
-    """Give the memory the C allocator holds free back to the system; False where that is not possible."""
-    if _MALLOC_TRIM is None:
-        return False
-    _MALLOC_TRIM(0)
-    return True

@@ -2,17 +2,10 @@
 from __future__ import annotations
 
 import os
-import platform
-
 import pytest
 
 from autoglm.server import async_engine
-from autoglm.server.native_memory import (
-    ONEDNN_CACHE_CAPACITY,
-    ONEDNN_CACHE_VARIABLE,
-    bound_onednn_primitive_cache,
-    release_free_memory,
-)
+from autoglm.server.native_memory import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VARIABLE, bound_onednn_primitive_cache
 from tests.server.live_server import wait_until
 
 
@@ -23,11 +16,6 @@ def test_onednn_primitive_cache_is_capped_unless_the_environment_says(monkeypatc
     monkeypatch.setenv(ONEDNN_CACHE_VARIABLE, "7")
     bound_onednn_primitive_cache()
     assert os.environ[ONEDNN_CACHE_VARIABLE] == "7"
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
-def test_free_memory_can_be_released_on_glibc():
-    assert release_free_memory()
 
 
 def test_the_engine_thread_releases_free_memory_when_it_runs_out_of_work(server, monkeypatch):

@@ -17,6 +17,7 @@ from autoglm.engine.rank_model import load_rank_model
 from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_group, leave_group, rank_device,
                                                           rank_threads)
 from autoglm.engine.torch_threads import claim_num_threads
+from autoglm.host_allocator import keep_freed_memory_for_reuse
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,11 @@ EXIT_ENGINE_GONE = 3
 def run_worker(config: AutoGLMConfig, settings: GroupSettings, rank: int, lifeline: Connection) -> None:
     _exit_when_closed(lifeline)
     claim_num_threads(rank_threads(config.num_threads, settings))
+    device = rank_device(settings, rank)
+    if device.type == "cpu":
+        keep_freed_memory_for_reuse()
     channel = join_group(settings, rank)
-    runner = load_rank_model(config, rank_device(settings, rank)).runner(config.block_size, channel.share())
+    runner = load_rank_model(config, device).runner(config.block_size, channel.share())
     while (plan := channel.receive()) is not None:
         runner.launch(plan)  # its output is rank 0's to read
     leave_group()
