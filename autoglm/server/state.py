@@ -16,7 +16,6 @@ from autoglm.registry.base import Registry
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
-from autoglm.server.native_memory import bound_onednn_primitive_cache
 from autoglm.server.response_cache.cache import response_cache_from_config
 from autoglm.server.models.lifecycle import EngineLoader, ModelLifecycle
 from autoglm.server.models.pool import VersionPool

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import pytest
 
 from autoglm.server import async_engine
 from autoglm.server.native_memory import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VARIABLE, bound_onednn_primitive_cache

@@ -10,7 +10,7 @@ import pytest
 
 from autoglm.engine.llm_engine import LLMEngine
 from tests.server.gated_serve import hold_steps_until
-from tests.server.live_server import scrape_metrics, sse_payloads, start_server
+from tests.server.live_server import scrape_metrics, start_server
 from tests.server.tenants_files import TenantsFixture, bearer
 
 # A prompt no other log line could hold by chance.

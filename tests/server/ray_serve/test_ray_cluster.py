@@ -8,8 +8,6 @@ only the requests it held before Ray replaces it. The kill comes last: it change
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from dataclasses import dataclass
 
 import httpx
