@@ -76,3 +76,14 @@ def test_candidate_search_and_full_sort_agree(monkeypatch):
 def test_tokens_tied_at_the_boundary_are_all_kept(top_k, top_p, expected):
     logits = torch.tensor([[3.0, 2.0, 2.0, 2.0, 1.0]])
     assert kept(logits, None if top_k is None else [top_k], None if top_p is None else [top_p]) == [expected]
+
+
+def test_rows_whose_nucleus_takes_all_their_top_k_are_searched_wider():
+    """Every row has a top-k, so the search starts at the largest k; a nucleus covering all of its
+    row's k tokens is settled only one width further, and must keep exactly those k."""
+    torch.manual_seed(2)
+    logits = torch.randn(4, VOCAB) * 0.01
+    top_k = [7, 7, 50, 3]
+    kept_rows = kept(logits, top_k, [0.999, 0.5, 0.999, 0.999])
+    assert [len(row) for row in kept_rows] == [7, 4, 50, 3]
+    assert kept_rows == [reference(row, k, p) for row, k, p in zip(logits, top_k, [0.999, 0.5, 0.999, 0.999])]

@@ -3,8 +3,8 @@
 Both filters keep every token at or above a per-row logit threshold, so tokens tied at the
 boundary are all kept or all dropped and a row's result does not depend on how a sort orders
 ties. On a CPU a full sort of a 152k-token vocabulary costs ~5 ms a row, so the threshold is
-first looked for among each row's largest logits (``topk``) and only rows whose nucleus reaches
-past them are searched wider; the sort is the last resort. Each widening reads back whether every
+first looked for among each row's largest logits (``topk``: its k largest where every row has a
+top-k, else 1,024) and only rows whose nucleus reaches past them are searched wider; the sort is the last resort. Each widening reads back whether every
 row was settled, a host synchronisation that would stall an accelerator's queued work, so there
 the whole vocabulary is sorted at once.
 """
@@ -25,8 +25,13 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: t
     if top_k is None and top_p is None:
         return logits
     vocab_size = logits.shape[1]
-    candidate_widths = _CPU_CANDIDATE_WIDTHS if logits.device.type == "cpu" else ()
-    first, *wider = sorted({min(max(width, max_top_k), vocab_size) for width in candidate_widths} | {vocab_size})
+    widths = {vocab_size}
+    if logits.device.type == "cpu" and _CPU_CANDIDATE_WIDTHS:
+        # Where every row's nucleus lies within its top k, the k largest logits are enough to start.
+        start = max_top_k if _top_k_bounds_every_row(top_k, top_p, max_top_k, vocab_size) else max(
+            max_top_k, _CPU_CANDIDATE_WIDTHS[0])
+        widths |= {min(width, vocab_size) for width in (start, *_CPU_CANDIDATE_WIDTHS) if width >= start}
+    first, *wider = sorted(widths)
     thresholds, settled = _thresholds(logits, top_k, top_p, first)
     unsettled_rows = (~settled).nonzero().squeeze(1) if wider else None
     for width in wider:
@@ -37,6 +42,14 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: t
         thresholds[unsettled_rows] = found
         unsettled_rows = unsettled_rows[~settled]
     return logits.masked_fill(logits < thresholds.unsqueeze(1), float("-inf"))
+
+
+def _top_k_bounds_every_row(top_k: torch.Tensor | None, top_p: torch.Tensor | None, max_top_k: int,
+                            vocab_size: int) -> bool:
+    """Whether every row that filters at all has a top-k (a row with top-p alone may need more)."""
+    if top_k is None or max_top_k == 0:
+        return False
+    return top_p is None or not bool(((top_p < 1) & (top_k >= vocab_size)).any())
 
 
 def _thresholds(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
