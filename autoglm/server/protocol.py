@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from autoglm.engine.llm_engine import Prompt
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 
 # The pydantic error type of a field the request model does not declare.
 UNKNOWN_FIELD = "unknown_field"
@@ -266,6 +266,20 @@ class ChatMessage(APIModel):
         return message
 
 
+def check_tool_results_answer_calls(messages: list[ChatMessage]) -> None:
+    """Each tool message must answer a call an earlier assistant message made, as OpenAI requires:
+    a result the model never asked for would be rendered as if it had."""
+    calls_made: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.role == "assistant" and message.tool_calls:
+            calls_made.update(call.id for call in message.tool_calls)
+        if message.role == "tool" and message.tool_call_id not in calls_made:
+            raise InvalidRequestError(
+                f"tool message answers tool call {quote_value(message.tool_call_id)}, which no earlier assistant "
+                f"message's tool_calls holds; a tool message must follow the assistant message that made its call",
+                param=f"messages[{index}].tool_call_id")
+
+
 def _template_tool_call(call: ToolCallInput) -> dict[str, Any]:
     """A call as chat templates read it: the arguments as a mapping (they write it out as JSON
     themselves), unless the text is not a JSON object, which is then passed on as it came."""
@@ -305,6 +319,11 @@ class ChatCompletionRequest(GenerationRequest):
     verbosity: str | None = None
     web_search_options: dict[str, Any] | None = None
 
+    @model_validator(mode="after")
+    def _tool_results_answer_calls(self) -> ChatCompletionRequest:
+        check_tool_results_answer_calls(self.messages)
+        return self
+
     @property
     def allows_parallel_calls(self) -> bool:
         """OpenAI's default, when parallel_tool_calls is unset, is to allow them."""
@@ -324,6 +343,8 @@ class TokenizeRequest(APIModel):
     def _prompt_or_messages(self) -> TokenizeRequest:
         if (self.prompt is None) == (self.messages is None):
             raise InvalidRequestError("give exactly one of 'prompt' or 'messages'")
+        if self.messages is not None:
+            check_tool_results_answer_calls(self.messages)
         return self
 
 

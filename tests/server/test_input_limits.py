@@ -134,3 +134,20 @@ def test_a_tool_message_without_its_call_id_is_a_400_naming_it(server, path, ext
     assert error["message"].startswith("messages[2].tool_call_id: a tool message must name the tool call it answers")
     answered = {**tool_message, "tool_call_id": "call_1"}
     assert post_json(server, path, {"messages": [*messages, answered], **extra}).status_code == 200
+
+
+@pytest.mark.parametrize("path, extra", [("/v1/chat/completions", {"max_tokens": 1}), ("/tokenize", {})])
+@pytest.mark.parametrize("history", [
+    [{"role": "user", "content": "Time?"}],  # no call made at all
+    [{"role": "user", "content": "Time?"}, {"role": "assistant", "tool_calls": [TOOL_CALL]}],  # another call
+])
+def test_a_tool_message_answering_no_earlier_call_is_a_400_naming_it(server, path, extra, history):
+    tool_message = {"role": "tool", "content": "12:00", "tool_call_id": "call_9"}
+    error = bad_request(post_json(server, path, {"messages": [*history, tool_message], **extra}))
+    index = len(history)
+    assert (error["param"], error["code"]) == (f"messages[{index}].tool_call_id", "invalid_value")
+    assert "'call_9', which no earlier assistant message's tool_calls holds" in error["message"]
+    # A result given before the call it answers is refused too: the call must come first.
+    early = [history[0], {**tool_message, "tool_call_id": "call_1"}, {"role": "assistant", "tool_calls": [TOOL_CALL]}]
+    assert bad_request(post_json(server, path, {"messages": early, **extra}))["param"] == "messages[1].tool_call_id"
+    assert post_json(server, "/v1/completions", {"prompt": "Hi", "max_tokens": 1}).status_code == 200
