@@ -67,6 +67,14 @@ def test_candidate_search_and_full_sort_agree(monkeypatch):
     assert kept(logits, **settings_) == with_candidates
 
 
+def test_top_p_reads_the_mass_of_every_token_tied_at_the_k_th_logit():
+    """Top-k keeps all three 3.0s, though the first k + 1 largest logits hold only two of them: the
+    mass top-p measures must still count the third (with it, 0.78 is reached only after the first
+    3.0, which keeps every tie; without it, after the 4.0)."""
+    logits = torch.tensor([[5.0, 4.0, 3.0, 3.0, 3.0] + [-10.0] * 5])
+    assert kept(logits, [3], [0.78]) == [{0, 1, 2, 3, 4}]
+
+
 @pytest.mark.parametrize("top_k, top_p, expected", [
     (2, None, {0, 1, 2, 3}),  # the 2nd largest logit is tied three ways: all three stay
     (1, None, {0}),

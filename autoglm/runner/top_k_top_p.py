@@ -27,9 +27,10 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: t
     vocab_size = logits.shape[1]
     widths = {vocab_size}
     if logits.device.type == "cpu" and _CPU_CANDIDATE_WIDTHS:
-        # Where every row's nucleus lies within its top k, the k largest logits are enough to start.
-        start = max_top_k if _top_k_bounds_every_row(top_k, top_p, max_top_k, vocab_size) else max(
-            max_top_k, _CPU_CANDIDATE_WIDTHS[0])
+        # Where every row's nucleus lies within its top k, its k largest logits are enough to start.
+        # One more than the largest k, so that a row can see its k-th largest logit is its last kept.
+        start = max_top_k + 1 if _top_k_bounds_every_row(top_k, top_p, max_top_k, vocab_size) else max(
+            max_top_k + 1, _CPU_CANDIDATE_WIDTHS[0])
         widths |= {min(width, vocab_size) for width in (start, *_CPU_CANDIDATE_WIDTHS) if width >= start}
     first, *wider = sorted(widths)
     thresholds, settled = _thresholds(logits, top_k, top_p, first)
@@ -52,6 +53,21 @@ def _top_k_bounds_every_row(top_k: torch.Tensor | None, top_p: torch.Tensor | No
     return top_p is None or not bool(((top_p < 1) & (top_k >= vocab_size)).any())
 
 
+def _log_mass_left_by_top_k(logits: torch.Tensor, top_k: torch.Tensor | None, threshold: torch.Tensor,
+                            largest: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """The log of each row's total after top-k, from its kept candidates where they hold all it
+    keeps (its smallest candidate already dropped), else from its whole row (no top-k, or ties at
+    the k-th logit reaching past the candidates): one pass over the vocabulary saved per row."""
+    if largest.shape[1] == logits.shape[1]:
+        return kept.logsumexp(dim=-1)
+    candidates_hold_all = largest[:, -1] < threshold
+    from_candidates = kept.logsumexp(dim=-1)
+    if bool(candidates_hold_all.all()):  # reached on the CPU only, where a read-back costs nothing
+        return from_candidates
+    row_left = logits if top_k is None else logits.masked_fill(logits < threshold.unsqueeze(1), float("-inf"))
+    return torch.where(candidates_hold_all, from_candidates, row_left.logsumexp(dim=-1))
+
+
 def _thresholds(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
                 width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's smallest kept logit, found among its ``width`` largest, and whether those were
@@ -69,10 +85,8 @@ def _thresholds(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.T
     settled = torch.ones(num_rows, dtype=torch.bool, device=logits.device)
     if top_p is None:
         return threshold, settled
-    # The normaliser sums the whole row left by top-k, whatever the width, so every width computes
-    # the same probabilities for the same row.
-    log_total = logits.masked_fill(logits < threshold.unsqueeze(1), float("-inf")).logsumexp(dim=-1)
     kept = largest.masked_fill(largest < threshold.unsqueeze(1), float("-inf"))
+    log_total = _log_mass_left_by_top_k(logits, top_k, threshold, largest, kept)
     probs = (kept - log_total.unsqueeze(1)).exp()
     mass_before = probs.cumsum(dim=-1) - probs
     # Rows at top_p = 1 keep everything, even where rounding lifts the running sum to 1.
