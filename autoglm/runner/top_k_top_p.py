@@ -3,10 +3,11 @@
 Both filters keep every token at or above a per-row logit threshold, so tokens tied at the
 boundary are all kept or all dropped and a row's result does not depend on how a sort orders
 ties. On a CPU a full sort of a 152k-token vocabulary costs ~5 ms a row, so the threshold is
-first looked for among each row's largest logits (``topk``: its k largest where every row has a
-top-k, else 1,024) and only rows whose nucleus reaches past them are searched wider; the sort is the last resort. Each widening reads back whether every
-row was settled, a host synchronisation that would stall an accelerator's queued work, so there
-the whole vocabulary is sorted at once.
+first looked for among each row's largest logits (``topk``: its k + 1 largest where every row
+has a top-k, else 1,024), and only rows whose nucleus reaches past them are searched wider, the
+sort being the last resort. Each widening reads back whether every row was settled, a host
+synchronisation that would stall an accelerator's queued work, so there the whole vocabulary is
+sorted at once.
 """
 from __future__ import annotations
 
