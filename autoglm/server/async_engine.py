@@ -190,7 +190,7 @@ class AsyncEngine:
     def _wait_for_work(self) -> list[_AddRequests | _AbortRequests] | None:
         """The commands sent since the last call, sleeping while there is nothing to do; None to stop.
 
-        Before it sleeps, the memory the steps freed goes back to the system (see native_memory),
+        Before it sleeps, the memory the steps freed goes back to the system (see host_allocator),
         outside the lock so that no sender waits for it.
         """
         if self._has_no_work():
