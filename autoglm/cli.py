@@ -8,7 +8,7 @@ from collections.abc import Callable
 from autoglm import __version__
 from autoglm.bench.cli import add_bench_subcommand
 from autoglm.cli_logging import configure_logging
-from autoglm.cli_settings import add_config_arguments, announced_config
+from autoglm.cli_settings import add_config_arguments, add_draw_arguments, announced_config
 from autoglm.config import ConfigError
 from autoglm.keys_command import add_keys_subcommand
 from autoglm.models_command import add_models_subcommand
@@ -44,12 +44,7 @@ def _add_generate(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("prompts", nargs="+", metavar="PROMPT", help="a prompt text; give several to batch them")
     sampling = parser.add_argument_group("sampling")
     sampling.add_argument("--max-tokens", type=int, default=64, help="tokens to generate per prompt (default: 64)")
-    sampling.add_argument("--temperature", type=float, default=0.0,
-                          help="0 picks the likeliest token (greedy); higher values sample more freely (default: 0)")
-    sampling.add_argument("--top-p", type=float, default=1.0,
-                          help="sample from the likeliest tokens whose probabilities add up to this (default: 1)")
-    sampling.add_argument("--top-k", type=int, default=0,
-                          help="sample from this many likeliest tokens; 0 means all (default: 0)")
+    add_draw_arguments(sampling)
     sampling.add_argument("--stop", action="append", metavar="TEXT",
                           help="end a completion where this text appears, leaving it out; repeatable (default: none)")
     add_config_arguments(parser)

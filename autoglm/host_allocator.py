@@ -14,7 +14,6 @@ import ctypes
 import ctypes.util
 import logging
 import os
-from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +26,11 @@ REUSED_ALLOCATION_BYTES = 1 << 30
 # Variables through which a user sets glibc's thresholds; where any is set, theirs stand.
 _ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
-
-def _glibc_function(name: str) -> Callable[..., int] | None:
-    """A function of the C library, or None where it has none (macOS, musl)."""
-    library = ctypes.util.find_library("c")
-    if library is None:
-        return None
-    return getattr(ctypes.CDLL(library), name, None)
-
-
-_MALLOPT = _glibc_function("mallopt")
-_MALLOC_TRIM = _glibc_function("malloc_trim")
+_LIBC_NAME = ctypes.util.find_library("c")
+_LIBC = None if _LIBC_NAME is None else ctypes.CDLL(_LIBC_NAME)
+# glibc's functions, each None where the C library has none (macOS, musl).
+_MALLOPT = getattr(_LIBC, "mallopt", None)
+_MALLOC_TRIM = getattr(_LIBC, "malloc_trim", None)
 
 
 def keep_freed_memory_for_reuse() -> bool:

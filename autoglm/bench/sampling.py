@@ -7,6 +7,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from autoglm.cli_settings import add_draw_arguments
 from autoglm.sampling_params import SamplingParams
 
 
@@ -33,8 +34,4 @@ class BenchSampling:
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("sampling (both sides)")
-    group.add_argument("--temperature", type=float, default=0.0,
-                       help="0 for greedy, else tokens are drawn (default: %(default)s)")
-    group.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default: %(default)s)")
-    group.add_argument("--top-k", type=int, default=0, help="0 for every token (default: %(default)s)")
+    add_draw_arguments(parser.add_argument_group("sampling (both sides)"))
