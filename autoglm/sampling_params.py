@@ -15,6 +15,8 @@ MAX_LOGIT_BIAS = 100
 GREEDY_TEMPERATURE = 1e-5
 # The range torch.Generator.manual_seed accepts.
 MIN_SEED, MAX_SEED = -(2**63), 2**64 - 1
+# Token ids and top_k travel to tensor-parallel workers as int64.
+MAX_INT64 = 2**63 - 1
 
 
 class RequestOutputKind(Enum):
@@ -98,7 +100,7 @@ class SamplingParams:
         _require(1 <= self.n <= MAX_N, "n", f"in [1, {MAX_N}]", self.n)
         _require(0 <= self.temperature <= 2, "temperature", "in [0, 2]", self.temperature)
         _require(0 < self.top_p <= 1, "top_p", "in (0, 1]", self.top_p)
-        _require(self.top_k >= -1, "top_k", "-1, 0 (disabled) or >= 1", self.top_k)
+        _require(-1 <= self.top_k <= MAX_INT64, "top_k", "-1, 0 (disabled) or in [1, 2**63 - 1]", self.top_k)
         _require(0 <= self.min_p <= 1, "min_p", "in [0, 1]", self.min_p)
         for name in ("presence_penalty", "frequency_penalty"):
             _require(-2 <= getattr(self, name) <= 2, name, "in [-2, 2]", getattr(self, name))
@@ -132,10 +134,10 @@ def _normalise_stop(stop: object) -> list[str]:
 def _normalise_stop_token_ids(stop_token_ids: object) -> list[int]:
     if stop_token_ids is None:
         return []
-    allowed = "a list of token ids (ints >= 0) or None"
+    allowed = "a list of token ids (ints in [0, 2**63 - 1]) or None"
     _require(isinstance(stop_token_ids, list), "stop_token_ids", allowed, stop_token_ids)
     for token_id in stop_token_ids:
-        _require(_is_int(token_id) and token_id >= 0, "stop_token_ids", allowed, stop_token_ids)
+        _require(_is_int(token_id) and 0 <= token_id <= MAX_INT64, "stop_token_ids", allowed, stop_token_ids)
     return list(stop_token_ids)
 
 

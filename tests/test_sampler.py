@@ -115,6 +115,31 @@ def test_top_p_keeps_the_smallest_set_reaching_p(top_p, kept):
     assert kept_tokens(LOGITS, SamplingParams(top_p=top_p)) == kept
 
 
+@pytest.mark.parametrize("top_p", [5e-324, 1e-320, 1e-46])
+def test_a_top_p_that_rounds_to_zero_in_float32_keeps_the_likeliest_token(top_p):
+    assert kept_tokens(LOGITS, SamplingParams(top_p=top_p)) == {1}
+    assert kept_tokens(LOGITS, SamplingParams(top_p=top_p, top_k=3)) == {1}
+
+
+@pytest.mark.parametrize("penalty", [1e-300, 1e-40])
+def test_a_repetition_penalty_too_small_for_float32_boosts_seen_tokens_to_the_top(penalty):
+    """Dividing by a penalty that rounds to 0 or a denormal overflows float32: the seen positive
+    tokens become the likeliest instead of making the row's probabilities NaN."""
+    logits = [2.0, 2.5, 0.5, -1.0, 2.0]
+    params = SamplingParams(repetition_penalty=penalty)
+    assert kept_tokens(logits, params, prompts=[[0, 4]] * DRAWS) == {0, 4}
+    assert kept_tokens(logits, SamplingParams(repetition_penalty=penalty, temperature=1e-5),
+                       prompts=[[2]] * DRAWS) == {2}
+
+
+def test_a_min_tokens_ban_of_every_token_is_lifted_rather_than_leaving_nothing_to_draw():
+    every_token = list(EVERY_TOKEN)
+    params = SamplingParams(min_tokens=2, stop_token_ids=every_token)
+    assert kept_tokens(LOGITS, params, outputs=[[1]] * DRAWS) == EVERY_TOKEN
+    greedy = SamplingParams(temperature=0, min_tokens=2, stop_token_ids=every_token)
+    assert greedy_tokens([LOGITS], greedy, output=[1]) == [1]
+
+
 def test_top_p_applies_to_the_distribution_left_by_top_k():
     # After top_k=3 the probabilities are 0.556, 0.333, 0.111: 0.85 is reached by two tokens.
     assert kept_tokens(LOGITS, SamplingParams(top_p=0.85)) == {1, 2, 3}

@@ -2,7 +2,7 @@ import pytest
 
 from autoglm.sampling_params import SamplingParams
 
-TOKEN_ID_LIST = "a list of token ids (ints >= 0) or None"
+TOKEN_ID_LIST = "a list of token ids (ints in [0, 2**63 - 1]) or None"
 LOGIT_BIAS = "a dict of token id (int >= 0) to bias (a number in [-100, 100]) or None"
 
 
@@ -40,7 +40,9 @@ def test_greedy_below_tiny_temperature(temperature, greedy):
         ({"temperature": float("nan")}, "temperature must be in [0, 2], got nan"),
         ({"top_p": 0}, "top_p must be in (0, 1], got 0"),
         ({"top_p": 1.1}, "top_p must be in (0, 1], got 1.1"),
-        ({"top_k": -2}, "top_k must be -1, 0 (disabled) or >= 1, got -2"),
+        ({"top_k": -2}, "top_k must be -1, 0 (disabled) or in [1, 2**63 - 1], got -2"),
+        ({"top_k": 2**63}, f"top_k must be -1, 0 (disabled) or in [1, 2**63 - 1], got {2**63}"),
+        ({"stop_token_ids": [2**63]}, f"stop_token_ids must be {TOKEN_ID_LIST}, got [{2**63}]"),
         ({"min_p": -0.1}, "min_p must be in [0, 1], got -0.1"),
         ({"min_p": 1.5}, "min_p must be in [0, 1], got 1.5"),
         ({"presence_penalty": -2.1}, "presence_penalty must be in [-2, 2], got -2.1"),

@@ -49,6 +49,12 @@ def test_a_token_without_mass_is_never_drawn_where_rounding_overshoots():
     assert drawn == 999
 
 
+@pytest.mark.parametrize("row", [torch.full((VOCAB,), float("nan")), torch.zeros(VOCAB)])
+def test_a_row_without_any_mass_still_draws_a_token_of_the_vocabulary(row):
+    drawn = inverse_cdf_draw(row.unsqueeze(0), torch.tensor([0.5], dtype=torch.float64)).item()
+    assert 0 <= drawn < VOCAB
+
+
 def test_a_row_draws_the_same_token_alone_or_beside_others():
     torch.manual_seed(1)
     probs = torch.rand(6, VOCAB) ** 8

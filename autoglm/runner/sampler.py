@@ -15,6 +15,9 @@ from autoglm.runner.token_bitmask import apply_token_bitmask, constrained_rows
 from autoglm.runner.top_k_top_p import apply_top_k_top_p
 from autoglm.step_plan import RowSampling
 
+_FLOAT32_TINY = torch.finfo(torch.float32).tiny
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
 
 @dataclass
 class SamplingBatch:
@@ -66,7 +69,8 @@ class SamplingBatch:
                 return None
             return to_device(values, device, dtype)
 
-        repetition_penalty = per_row([p.repetition_penalty for p in rows], 1.0)
+        # A penalty below float32's smallest normal would round to 0 and turn logits into NaN.
+        repetition_penalty = per_row([max(p.repetition_penalty, _FLOAT32_TINY) for p in rows], 1.0)
         frequency_penalty = per_row([p.frequency_penalty for p in rows], 0.0)
         presence_penalty = per_row([p.presence_penalty for p in rows], 0.0)
         top_k = [min(p.top_k, vocab_size) if p.top_k > 0 else vocab_size for p in rows]
@@ -148,6 +152,9 @@ def _sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     if batch.all_greedy:
         return logits.argmax(dim=-1)
     scaled = logits if batch.temperature is None else logits / batch.temperature.unsqueeze(1)
+    # A logit past float32's range (a tiny repetition_penalty or temperature boosting it) is the
+    # likeliest, not an infinity that would make the softmax NaN.
+    scaled = scaled.clamp(max=_FLOAT32_MAX)
     probs = apply_top_k_top_p(scaled, batch.top_k, batch.top_p, batch.max_top_k).softmax(dim=-1)
     if batch.min_p is not None:
         threshold = batch.min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
@@ -210,9 +217,11 @@ def _token_counts(token_ids: list[list[int]], vocab_size: int, device: torch.dev
 
 def _min_tokens_ban(rows: list[RowSampling], vocab_size: int,
                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(row, token) pairs to mask; ids outside the vocabulary can never be sampled, so they are left out."""
-    pairs = [(row, token_id) for row, p in enumerate(rows) for token_id in sorted(set(p.banned_token_ids))
-             if token_id < vocab_size]
+    """(row, token) pairs to mask; ids outside the vocabulary can never be sampled, so they are left out.
+    A row whose ban would take every token (stop_token_ids naming the whole vocabulary) keeps them
+    all: min_tokens cannot be honoured there, and a row with nothing to draw has no next token."""
+    banned = [{token_id for token_id in p.banned_token_ids if token_id < vocab_size} for p in rows]
+    pairs = [(row, token_id) for row, ids in enumerate(banned) if len(ids) < vocab_size for token_id in sorted(ids)]
     if not pairs:
         return None
     banned_rows, token_ids = zip(*pairs)

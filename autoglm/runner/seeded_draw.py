@@ -46,7 +46,8 @@ def inverse_cdf_draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     in_vocab = token_ids < vocab_size  # the last block may be partial
     block_probs = probs.gather(1, token_ids.clamp(max=vocab_size - 1)).masked_fill(~in_vocab, 0.0).double()
     token = _span_holding(block_probs.cumsum(dim=-1), block_probs, target - block_start)
-    return block * _BLOCK + token
+    # A row without any mass (a model that gave no finite logit) still gets a token of the vocabulary.
+    return (block * _BLOCK + token).clamp(max=vocab_size - 1)
 
 
 def _block_sums(probs: torch.Tensor) -> torch.Tensor:

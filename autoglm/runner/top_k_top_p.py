@@ -92,7 +92,8 @@ def _thresholds(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.T
     mass_before = probs.cumsum(dim=-1) - probs
     # Rows at top_p = 1 keep everything, even where rounding lifts the running sum to 1.
     filtered = (top_p < 1).unsqueeze(1)
-    num_kept = (~((mass_before >= top_p.unsqueeze(1)) & filtered)).sum(dim=-1)
+    # A nucleus holds at least the likeliest token, even where top_p rounds to 0 in float32.
+    num_kept = (~((mass_before >= top_p.unsqueeze(1)) & filtered)).sum(dim=-1).clamp(min=1)
     last_kept = largest.gather(1, (num_kept - 1).unsqueeze(1)).squeeze(1)
     nucleus_ends_inside = num_kept < width
     threshold = torch.where(nucleus_ends_inside, torch.maximum(threshold, last_kept), threshold)
