@@ -18,7 +18,7 @@ from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabl
 from autoglm.engine.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
-from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError
+from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError, RequestsFailedError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.fair_share import FairSharePolicy
 from autoglm.engine.scheduler import ScheduledBatch, Scheduler
@@ -30,6 +30,7 @@ from autoglm.engine.speculative.build import build_proposer
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
+from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
@@ -60,6 +61,7 @@ class EngineStats:
     prompt_tokens_total: int
     generation_tokens_total: int
     tensor_parallel_size: int = 1  # processes the model is split across
+    num_failed_steps: int = 0  # steps that raised (see step_isolation)
     spec_decode: SpecDecodeStats | None = None  # None: speculative decoding is off
 
 
@@ -107,6 +109,9 @@ class LLMEngine:
         self.async_scheduling = async_scheduling_enabled(config.async_scheduling, self.device)
         self._synchronous_requests: set[str] = set()  # ids of requests whose steps may not overlap
         self._in_flight: LaunchedStep | None = None  # launched, its tokens not read yet (async scheduling)
+        self.isolation = StepIsolation()
+        self.num_failed_steps = 0
+        self._carried_outputs: list[RequestOutput] = []  # of requests that finished in a step that then failed
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
@@ -280,6 +285,7 @@ class LLMEngine:
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.generation_tokens_total,
             tensor_parallel_size=self.config.tensor_parallel_size,
+            num_failed_steps=self.num_failed_steps,
             spec_decode=self.spec_decode_stats.snapshot() if self.proposer is not None else None,
         )
 
@@ -295,7 +301,64 @@ class LLMEngine:
 
         Under async scheduling the next step is launched before this one's tokens are read, and stays
         in flight between calls (see :mod:`autoglm.engine.async_scheduling`).
+
+        A step that raises ends only the request that caused it, found as :mod:`step_isolation` says:
+        RequestsFailedError names it once found; until then the step hands out nothing.
         """
+        isolated = self.scheduler.isolated_request = self.isolation.isolated
+        generated = self._num_generated(isolated)
+        try:
+            outputs = self._carried_outputs + self._step()
+            self._carried_outputs = []
+        except EngineBrokenError:
+            raise
+        except Exception as error:
+            return self._step_failed(error, isolated)
+        if isolated is not None and self._num_generated(isolated) != generated:
+            self.isolation.clear(isolated)  # it gained a token (or ended) alone without failing
+        return outputs
+
+    def _num_generated(self, request_id: str | None) -> int:
+        """Tokens a request's completions hold; -1 once it has ended (or for no request)."""
+        state = self.requests.get(request_id) if request_id is not None else None
+        return -1 if state is None else sum(c.seq.num_output_tokens for c in state.completions)
+
+    def _step_failed(self, error: Exception, isolated: str | None) -> list[RequestOutput]:
+        """Restart what was running from a known state and end the request that caused the failure,
+        or, if the step held several, run each of them alone to find it."""
+        self.num_failed_steps += 1
+        suspects = self._restart_running()
+        for state in [state for state in self.requests.values() if state.finished]:
+            self._forget(state.request_id)
+            if (output := state.take_output()) is not None:
+                self._carried_outputs.append(output)
+        if isolated is not None:
+            culprits = [isolated]
+        elif len(suspects) > 1:
+            logger.warning("a step of requests %s failed (%s: %s); running each alone to find the cause",
+                           ", ".join(suspects), type(error).__name__, error)
+            self.isolation.suspect(suspects)
+            return []
+        else:  # one request ran; or none, when the step failed before any was running: then all end
+            culprits = suspects or list(self.requests)
+        for request_id in culprits:
+            self.isolation.clear(request_id)
+            self.abort_request(request_id)
+        raise RequestsFailedError(culprits, error) from error
+
+    def _restart_running(self) -> list[str]:
+        """Every running sequence computes its KV again from the start, the failed step (and any step in
+        flight after it) forgotten; the ids of their requests, in order."""
+        self._in_flight = None
+        requeued = self.scheduler.requeue_running()
+        for seq in requeued:
+            if seq.last_token_pending:
+                seq.token_ids.pop()
+                seq.last_token_pending = False
+            self._restart_prompt_logprobs(seq)
+        return list(dict.fromkeys(seq.request_id for seq in requeued if seq.request_id in self.requests))
+
+    def _step(self) -> list[RequestOutput]:
         with self.profiler.step():
             current, self._in_flight = self._in_flight, None
             if current is None:

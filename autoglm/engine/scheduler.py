@@ -76,6 +76,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.num_steps = 0
         self.num_preemptions = 0
+        self.isolated_request: str | None = None  # set: only this request's sequences are admitted (step_isolation)
 
     @property
     def num_unfinished(self) -> int:
@@ -148,6 +149,16 @@ class Scheduler:
                 return False
         return True
 
+    def requeue_running(self) -> list[Sequence]:
+        """Send every running sequence back to the queue to compute its KV again from the start, a failed
+        step having left it unknown; not counted as a preemption, since no block was short."""
+        requeued, self.running = self.running, []
+        for seq in requeued:
+            self.block_manager.free(seq)
+            seq.num_computed_tokens = 0
+            self.add(seq)
+        return requeued
+
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self.block_manager.free(seq)
@@ -172,7 +183,8 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            if self._at_tenant_cap(seq, running_per_tenant):
+            isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
+            if isolated_out or self._at_tenant_cap(seq, running_per_tenant):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)

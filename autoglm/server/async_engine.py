@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from autoglm.engine.errors import EngineBrokenError
+from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
@@ -255,6 +255,11 @@ class AsyncEngine:
             outputs = self.engine.step()
         except EngineBrokenError:
             raise  # no later step can succeed: the loop ends
+        except RequestsFailedError as error:
+            # The engine found the requests that made the step fail and ended them; the others go on.
+            logger.exception("engine step failed; ending the requests that caused it: %s", ", ".join(error.request_ids))
+            self._end_streams(error.request_ids, EngineStepError(f"the engine failed while generating: {error}"))
+            return
         except Exception as error:
             # A half-applied step leaves its requests in an unknown state: end them all, keep serving.
             logger.exception("engine step failed; ending the requests in flight: %s", ", ".join(self._streams))
@@ -273,6 +278,12 @@ class AsyncEngine:
                 if output.finished:
                     del self._streams[output.request_id]
         self._deliver(deliveries)
+
+    def _end_streams(self, request_ids: list[str], error: EngineStepError) -> None:
+        """Fail the HTTP requests these engine requests belong to; their other prompts are aborted as
+        the failed stream's request ends."""
+        streams = [entry[0] for request_id in request_ids if (entry := self._streams.pop(request_id, None))]
+        self._deliver([(stream, error) for stream in {id(stream): stream for stream in streams}.values()])
 
     def _open_streams(self) -> list[RequestStream]:
         """Each open HTTP request's stream once, however many prompts it holds."""

@@ -65,6 +65,8 @@ class _EngineStatsCollector(Collector):
             ("autoglm:num_preemptions", "Sequences preempted to free KV cache blocks.", stats.num_preemptions),
             ("autoglm:prompt_tokens", "Prompt tokens admitted.", stats.prompt_tokens_total),
             ("autoglm:generation_tokens", "Tokens generated.", stats.generation_tokens_total),
+            ("autoglm:num_failed_steps", "Engine steps that raised; only the requests that caused them end.",
+             stats.num_failed_steps),
         )
         for name, documentation, value in gauges:
             gauge = GaugeMetricFamily(name, documentation, labels=["model_name"])
