@@ -393,6 +393,12 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
+    usage_flush_interval_s: float = Field(
+        1.0, gt=0,
+        description="Seconds between writes of tenants' usage to usage_db, running requests' tokens included: "
+                    "what a crash (kill -9) can lose.",
+        json_schema_extra=_SERVER,
+    )
     registry: Literal["directory", "mlflow"] = Field(
         "directory",
         description="Where named model versions and their aliases are kept (see `autoglm models`): 'directory' "

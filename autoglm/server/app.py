@@ -158,7 +158,8 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         loading.add_done_callback(loaded)
         stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
         usage = state.usage
-        usage_flushes = asyncio.create_task(usage.flush_periodically()) if usage is not None else None
+        usage_flushes = (asyncio.create_task(usage.flush_periodically(config.usage_flush_interval_s))
+                         if usage is not None else None)
         yield
         loading.cancel()
         stats.cancel()

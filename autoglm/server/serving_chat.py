@@ -92,7 +92,7 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         await compile_grammar(engine.engine, constraint)
         tools = tool_use.template_tools if tool_use is not None else None
         token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools)
-        tracker.on_tokens = await admit_generation(raw, len(token_ids))
+        tracker.on_tokens = await admit_generation(raw, body, params, [len(token_ids)], engine.engine.max_context_len)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
                           engine.engine.tokenizer, tool_use)

@@ -35,7 +35,8 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
                                             state.config.max_sequences_per_request, constraint)
         await compile_grammar(engine.engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)
-        tracker.on_tokens = await admit_generation(raw, sum(len(prompt.token_ids) for prompt in prompts))
+        tracker.on_tokens = await admit_generation(raw, body, params, [len(prompt.token_ids) for prompt in prompts],
+                                                   engine.engine.max_context_len)
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, body.echo,
                                 body.logprobs, body.n, engine.engine.tokenizer)
     return await serve_generation(raw, served, tracker, prompts, params, body, builder,

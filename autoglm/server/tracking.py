@@ -59,8 +59,9 @@ class RequestTracker:
     Token latencies are timed as each step's delta reaches the server (however late the client reads it): the
     engine's own timestamps live in one object it keeps updating, so they may already be a step ahead.
 
-    A request of a tenant is counted in its usage and its per-tenant metrics once it ends, if the engine took
-    it in. `prompt`, set only when prompts may be logged, is written in the log line.
+    A request of a tenant the engine took in is counted in its usage as it runs (so a crash loses at most a
+    flush interval of it) and in its per-tenant metrics once it ends. `prompt`, set only when prompts may be
+    logged, is written in the log line.
     """
 
     request_id: str
@@ -108,6 +109,8 @@ class RequestTracker:
         latencies are not the engine's."""
         new_tokens = sum(len(completion.token_ids) for completion in delta.outputs)
         before = self._counts.get(delta.request_id)
+        if self.usage is not None and self.tenant is not None and (before is None or new_tokens):
+            self.usage.record(self.tenant, self._usage_added(delta, before is None, new_tokens))
         self._counts[delta.request_id] = TokenCounts(
             prompt=len(delta.prompt_token_ids),
             cached=delta.num_cached_tokens,
@@ -180,7 +183,13 @@ class RequestTracker:
 
     def _count_for_tenant(self, tenant: str, finished_reason: str | None, counts: TokenCounts) -> None:
         self.metrics.count_tenant_request(tenant, finished_reason, counts.prompt, counts.cached, counts.completion)
-        if self.usage is not None:
-            self.usage.record(tenant, Usage(requests=1, prompt_tokens=counts.prompt, cached_tokens=counts.cached,
-                                            completion_tokens=counts.completion,
-                                            cached_requests=int(self.cache is CacheOutcome.HIT)))
+
+    def _usage_added(self, delta: RequestOutput, first_of_prompt: bool, new_tokens: int) -> Usage:
+        """What a delta adds to the tenant's usage: its completion tokens, and with a prompt's first delta
+        that prompt's tokens (with the request's first delta, the request itself)."""
+        if not first_of_prompt:
+            return Usage(completion_tokens=new_tokens)
+        first_of_request = not self._counts
+        return Usage(requests=int(first_of_request), prompt_tokens=len(delta.prompt_token_ids),
+                     cached_tokens=delta.num_cached_tokens, completion_tokens=new_tokens,
+                     cached_requests=int(first_of_request and self.cache is CacheOutcome.HIT))

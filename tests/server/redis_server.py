@@ -19,11 +19,23 @@ READY_TIMEOUT_S = 10.0
 
 @dataclass
 class RedisServer:
-    url: str
-    process: subprocess.Popen
+    port: int
+    folder: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start redis-server on this port (again, after `stop`: empty), answering PING on return."""
+        self.process = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save",
+                                         "", "--appendonly", "no", "--dir", str(self.folder)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_until_ready(self)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
 
@@ -36,13 +48,9 @@ def running_redis(folder: Path) -> Iterator[RedisServer]:
     """
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", str(folder)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    server = RedisServer(f"redis://127.0.0.1:{port}", process)
+    server = RedisServer(free_port(), folder)
     try:
-        _wait_until_ready(server)
+        server.start()
         yield server
     finally:
         server.stop()
@@ -52,8 +60,8 @@ def _wait_until_ready(server: RedisServer) -> None:
     client = redis.Redis.from_url(server.url)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"redis-server exited with {server.process.returncode} before answering")
+        if server.process is None or server.process.poll() is not None:
+            raise RuntimeError(f"redis-server on port {server.port} exited before answering")
         with contextlib.suppress(redis.ConnectionError):
             if client.ping():
                 return

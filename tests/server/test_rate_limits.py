@@ -1,24 +1,28 @@
 """Tenants' rate limits and quotas against a live server, through the openai client and httpx.
 
 Each limit in turn: the request that crosses it gets 429 in OpenAI's shape with Retry-After and
-the x-ratelimit-* headers, and a request after Retry-After succeeds. The server's windows are
-shortened (a 'minute' of 2 seconds, a 'day' of 3) so waiting out a refusal takes a moment.
+the x-ratelimit-* headers, and a request after Retry-After succeeds. The server's windows are cut
+from a clock the tests move by hand, so waiting out a refusal takes no time and no outcome depends
+on the machine's speed.
 """
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import openai
 import pytest
 
 from autoglm.server.tenants.rate_limits import LimitWindows
-from tests.server.live_server import long_completion, slow_down_steps, sse_payloads, start_server, wait_until
+from tests.server.live_server import long_completion, slow_down_steps, start_server, wait_until
+from tests.server.manual_clock import ManualClock
 from tests.server.tenants_files import TenantsFixture
 
 MODEL = "tiny-llama"
-WINDOWS = LimitWindows(minute_s=2, day_s=3)
+CLOCK = ManualClock()
+WINDOWS = LimitWindows(clock=CLOCK)
+EOS = 2  # the tiny tokenizer's: a logit bias on it ends a completion at its first token
+HI_TOKENS = 2  # "Hi" has two tokens
 TENANTS = {
     "rpm": {"requests_per_minute": 2},
     "tpm": {"tokens_per_minute": 30},
@@ -56,7 +60,13 @@ def complete(server, key: str, **body: object) -> httpx.Response:
                       json={"model": MODEL, "prompt": "Hi", "max_tokens": 1, **body})
 
 
-def assert_refused(response: httpx.Response, error_type: str, *named: str) -> float:
+def remaining_tokens(server, key: str) -> int:
+    """What is left of the tenant's tokens this minute, read from a /tokenize answer (which spends none)."""
+    answer = httpx.post(server.url + "/tokenize", headers={"Authorization": f"Bearer {key}"}, json={"prompt": "Hi"})
+    return int(answer.headers["x-ratelimit-remaining-tokens"])
+
+
+def assert_refused(response: httpx.Response, error_type: str, *named: str) -> int:
     """A 429 in OpenAI's shape naming the limit; returns its Retry-After."""
     assert response.status_code == 429, response.text
     error = response.json()["error"]
@@ -75,32 +85,58 @@ def test_requests_per_minute(limited_server, tenants):
     retry = assert_refused(refused, "requests", "requests_per_minute", "limit 2", "Try again in")
     assert refused.headers["x-ratelimit-limit-requests"] == "2"
     assert refused.headers["x-ratelimit-remaining-requests"] == "0"
-    time.sleep(retry)
+    CLOCK.advance(retry - 1)
+    assert complete(limited_server, key).status_code == 429, "the window has a second left"
+    CLOCK.advance(1)
     assert complete(limited_server, key).status_code == 200
 
 
-def test_tokens_per_minute_counts_streamed_completion_tokens(limited_server, tenants):
+def test_a_request_reserves_its_prompt_and_max_tokens_and_gets_back_what_it_did_not_use(limited_server, tenants):
     key = tenants.keys["tpm"]
-    prompt_only = complete(limited_server, key, max_tokens=1).json()["usage"]
-    assert prompt_only["prompt_tokens"] < 10, "the prompt alone is far from the budget of 30"
-    # The stream crosses the budget and still finishes; its overage is charged to what follows.
+    CLOCK.advance(WINDOWS.minute_s)  # a fresh window
+    # 2 + 20 tokens reserved of 30: a second such request cannot fit beside it, wherever the first one is.
     with httpx.stream("POST", limited_server.url + "/v1/completions", headers={"Authorization": f"Bearer {key}"},
-                      json=long_completion(model=MODEL, prompt="Hi", max_tokens=40, stream=True), timeout=60) as stream:
-        payloads = sse_payloads(stream)
-    assert payloads[-1] == "[DONE]" and '"finish_reason":"length"' in payloads[-2]
-    refused = complete(limited_server, key)
-    retry = assert_refused(refused, "tokens", "tokens_per_minute", "limit 30")
-    assert refused.headers["x-ratelimit-remaining-tokens"] == "0"
-    time.sleep(retry)
-    assert complete(limited_server, key).status_code == 200
+                      json=long_completion(model=MODEL, prompt="Hi", max_tokens=20, stream=True), timeout=60) as stream:
+        lines = stream.iter_lines()
+        next(lines)  # admitted
+        retry = assert_refused(complete(limited_server, key, max_tokens=20), "tokens", "tokens_per_minute",
+                               "limit 30, remaining 8")
+        payloads = [line for line in lines if line.startswith("data: ")]
+    assert payloads[-1] == "data: [DONE]"
+    assert remaining_tokens(limited_server, key) == 30 - (HI_TOKENS + 20)
+    # One that ends at its first token keeps 2 + 1 of the 2 + 6 it reserved: the other 5 come back.
+    ended_early = complete(limited_server, key, max_tokens=6, logit_bias={str(EOS): 100})
+    assert ended_early.json()["usage"]["completion_tokens"] == 1
+    assert remaining_tokens(limited_server, key) == 30 - (HI_TOKENS + 20) - (HI_TOKENS + 1)
+    CLOCK.advance(retry)
+    assert remaining_tokens(limited_server, key) == 30
+    assert complete(limited_server, key, max_tokens=20).status_code == 200
+
+
+def test_a_request_larger_than_a_whole_window_is_400_naming_max_tokens(limited_server, tenants):
+    client = openai.OpenAI(base_url=limited_server.url + "/v1", api_key=tenants.keys["tpm"], max_retries=0)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(model=MODEL, prompt="Hi", max_tokens=10, n=3)
+    assert raised.value.param == "max_tokens"
+    assert "may use 32 tokens (2 in its prompt and 30 to generate: max_tokens for each of 3 sequences)" in (
+        raised.value.message)
+    assert "tokens_per_minute of 30" in raised.value.message and "at most 9 max_tokens" in raised.value.message
+    # A chat request that sets no max_tokens may fill the context, more than this tenant's minute holds.
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}])
+    assert raised.value.param == "max_tokens" and "ask for at most" in raised.value.message
 
 
 def test_the_daily_token_quota(limited_server, tenants):
     key = tenants.keys["daily"]
-    assert complete(limited_server, key, max_tokens=25, ignore_eos=True).status_code == 200
-    retry = assert_refused(complete(limited_server, key), "tokens", "tokens per day", "tokens_per_day", "limit 20")
-    time.sleep(retry)
-    assert complete(limited_server, key).status_code == 200
+    assert complete(limited_server, key, max_tokens=10, ignore_eos=True).status_code == 200
+    retry = assert_refused(complete(limited_server, key, max_tokens=10), "tokens", "tokens per day",
+                           "tokens_per_day", "limit 20, remaining 8")
+    assert retry > WINDOWS.minute_s, "the day's window, not a minute's"
+    CLOCK.advance(WINDOWS.minute_s)
+    assert complete(limited_server, key, max_tokens=10).status_code == 429, "a new minute is no new day"
+    CLOCK.advance(retry)
+    assert complete(limited_server, key, max_tokens=10).status_code == 200
 
 
 def test_concurrent_requests_and_their_slot_given_back_however_they_end(limited_server, tenants, monkeypatch):
@@ -174,10 +210,10 @@ def test_a_generation_counts_a_request_and_its_tokens_and_tokenizing_does_not(li
     usage = complete(limited_server, tenants.keys["reported"], max_tokens=4, ignore_eos=True)
     remaining_requests = int(usage.headers["x-ratelimit-remaining-requests"])
     assert remaining_requests == int(before["x-ratelimit-remaining-requests"]) - 1
-    # The generated tokens are counted by the time the answer is out.
+    # What the request used, and no more, is counted by the time the answer is out.
     spent = usage.json()["usage"]["total_tokens"]
-    after = httpx.post(limited_server.url + "/tokenize", headers=headers, json={"prompt": "Hi"}).headers
-    assert int(after["x-ratelimit-remaining-tokens"]) == int(before["x-ratelimit-remaining-tokens"]) - spent
+    assert remaining_tokens(limited_server, tenants.keys["reported"]) == (
+        int(before["x-ratelimit-remaining-tokens"]) - spent)
 
 
 def test_a_tenant_without_limits_gets_no_rate_limit_headers(limited_server, tenants):

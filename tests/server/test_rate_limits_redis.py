@@ -62,17 +62,26 @@ def test_two_server_processes_share_one_budget(chat_model, tenants_file, tmp_pat
         assert int(answer.headers["retry-after"]) >= 1
 
 
-def test_a_redis_gone_away_is_a_503_said_in_the_log(chat_model, tenants_file, tmp_path, caplog):
+def test_a_redis_outage_is_503_said_once_in_the_log_and_once_when_it_ends(chat_model, tenants_file, tmp_path,
+                                                                           caplog):
     tenants, key = tenants_file
     with running_redis(tmp_path) as redis:
         server = start_server(chat_model, tenants_file=str(tenants), rate_limit_storage=redis.url)
         try:
             assert complete(server.url, key).status_code == 200
             redis.stop()
-            with caplog.at_level("ERROR", logger="autoglm.server.tenants.rate_limits"):
-                refused = complete(server.url, key)
+            with caplog.at_level("WARNING", logger="autoglm.server.tenants"):
+                refused = [complete(server.url, key) for _ in range(5)]
+                lines_during_outage = len(caplog.records)
+                redis.start()  # the same port, empty
+                served_again = complete(server.url, key)
         finally:
             server.stop()
-    assert refused.status_code == 503
-    assert refused.json()["error"]["code"] == "rate_limit_storage_unavailable"
-    assert "the rate-limit storage cannot be reached" in caplog.text
+    for answer in refused:
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "rate_limit_storage_unavailable"
+    assert served_again.status_code == 200
+    assert lines_during_outage == 1  # not one per refused request (and no headers warning either)
+    (went, came_back) = caplog.records
+    assert went.levelname == "ERROR" and "the rate-limit storage cannot be reached" in went.getMessage()
+    assert came_back.levelname == "WARNING" and "answers again" in came_back.getMessage()

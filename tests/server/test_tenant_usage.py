@@ -1,15 +1,23 @@
-"""Each tenant's usage: counted as its requests end, written to SQLite off the event loop, read back
-after a restart, today's apart from all time."""
+"""Each tenant's usage: counted as its requests run, written to SQLite off the event loop, read back
+after a restart or a kill -9, today's apart from all time."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from autoglm.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from autoglm.server.metrics import ServerMetrics
 from autoglm.server.tenants import usage as usage_module
 from autoglm.server.tenants.usage import TenantUsage, Usage, UsageLedger
-from tests.server.live_server import start_server
+from autoglm.server.tracking import RequestTracker
+from tests.server.live_server import free_port, long_completion, start_server, wait_for_health
 from tests.server.tenants_files import TenantsFixture, bearer
 
 ONE_REQUEST = Usage(requests=1, prompt_tokens=5, cached_tokens=2, completion_tokens=3)
@@ -169,3 +177,77 @@ def test_a_file_from_before_cached_requests_gains_the_column(tmp_path):
 
     assert asyncio.run(run())["team"].all_time == Usage(requests=2, prompt_tokens=10, cached_tokens=4,
                                                         completion_tokens=6, cached_requests=1)
+
+
+def delta(request_id: str, new_tokens: int, prompt_tokens: int = 5, cached_tokens: int = 2) -> RequestOutput:
+    completion = CompletionOutput(0, "", list(range(new_tokens)))
+    return RequestOutput(request_id, None, list(range(prompt_tokens)), [completion], False, RequestMetrics(0.0),
+                         num_cached_tokens=cached_tokens)
+
+
+def test_a_running_request_is_in_the_usage_with_each_step_before_it_ends(tmp_path):
+    async def run() -> list[Usage]:
+        ledger = UsageLedger(str(tmp_path / "usage.sqlite"))
+        tracker = RequestTracker("r", ServerMetrics("m", lambda: None), tenant="team", usage=ledger)
+        seen = []
+        for step in (delta("r-0", 1), delta("r-1", 1, prompt_tokens=3, cached_tokens=0), delta("r-0", 4)):
+            tracker.count(step)
+            await ledger.flush()  # what a crash now would find in the file
+            seen.append((await ledger.totals())["team"].all_time)
+        tracker.finish(200)
+        await ledger.close()
+        reopened = UsageLedger(ledger.path)
+        seen.append((await reopened.totals())["team"].all_time)
+        await reopened.close()
+        return seen
+
+    # One request of two prompts: the request once, each prompt with its first tokens, then each step's tokens.
+    assert asyncio.run(run()) == [Usage(requests=1, prompt_tokens=5, cached_tokens=2, completion_tokens=1),
+                                  Usage(requests=1, prompt_tokens=8, cached_tokens=2, completion_tokens=2),
+                                  Usage(requests=1, prompt_tokens=8, cached_tokens=2, completion_tokens=6),
+                                  Usage(requests=1, prompt_tokens=8, cached_tokens=2, completion_tokens=6)]
+
+
+def recorded_usage(db: Path, tenant: str) -> tuple[int, int, int] | None:
+    """(requests, prompt_tokens, completion_tokens) of `tenant` in the file, None before its first write."""
+    try:
+        with sqlite3.connect(db) as connection:
+            return connection.execute("SELECT requests, prompt_tokens, completion_tokens FROM usage WHERE tenant = ?",
+                                      (tenant,)).fetchone()
+    except sqlite3.OperationalError:  # the server is writing, or has not made the table yet
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_stream_killed_with_sigkill_keeps_its_request_and_delivered_tokens(chat_model, tenants, tmp_path):
+    """A real `autoglm serve` whose engine holds its steps after the first token (until a gate file that never
+    comes), so the stream is surely in flight when the process is killed."""
+    db, port = tmp_path / "usage.sqlite", free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "tests.server.gated_serve", str(tmp_path / "gate"), "serve", "--model",
+               str(chat_model), "--port", str(port), "--max-context-len", "256", "--kv-cache-memory", "4MiB",
+               "--tenants-file", str(tenants.write(tmp_path / "tenants.yaml")), "--usage-db", str(db),
+               "--usage-flush-interval-s", "0.2"]
+    with (tmp_path / "serve.log").open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_health(url, 200, timeout_s=120)
+        body = long_completion(prompt="Hello world", max_tokens=100, stream=True)
+        with httpx.stream("POST", url + "/v1/completions", headers=bearer(tenants.keys["team-key"]), json=body,
+                          timeout=60) as stream:
+            lines = stream.iter_lines()  # kept: a dropped iterator would close the stream
+            assert next(lines).startswith("data: ")
+            hang_guard = time.monotonic() + 60
+            while (recorded := recorded_usage(db, "team")) is None and time.monotonic() < hang_guard:
+                time.sleep(0.05)
+            process.kill()
+            process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    assert '"request_id"' not in (tmp_path / "serve.log").read_text(), "the request was still running when killed"
+    # Before: nothing of a request that had not ended reached the file.
+    assert recorded == (1, 7, 1), "the running request, its 7 prompt tokens and its first token"
+    assert recorded_usage(db, "team") == recorded

@@ -20,7 +20,7 @@ def capped_max_tokens(request: Request, body: Body) -> Body:
     if principal is None or principal.tenant.limits.max_tokens_cap is None:
         return body
     cap = principal.tenant.limits.max_tokens_cap
-    field = _max_tokens_field(body)
+    field = max_tokens_field(body)
     asked: int | None = getattr(body, field)
     if asked is not None and asked <= cap:
         return body
@@ -32,7 +32,7 @@ def capped_max_tokens(request: Request, body: Body) -> Body:
     return body.model_copy(update={field: cap})
 
 
-def _max_tokens_field(body: GenerationRequest) -> str:
+def max_tokens_field(body: GenerationRequest) -> str:
     """The field that bounds the completion: chat's max_completion_tokens when set, else max_tokens."""
     if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None:
         return "max_completion_tokens"

@@ -9,6 +9,9 @@ from autoglm.config import ConfigError
 
 MEMORY_STORAGE = "memory://"
 REDIS_EXTRA = "open-autoglm[redis]"
+# Connections to Redis this process keeps open; more requests at once wait for one to be free, instead of
+# failing as redis-py's default pool makes them (a 503 for the 101st request in flight).
+REDIS_CONNECTIONS = 64
 
 
 def rate_limit_storage(url: str) -> Storage:
@@ -19,7 +22,11 @@ def rate_limit_storage(url: str) -> Storage:
     if url == MEMORY_STORAGE:
         return storage_from_string("async+memory://", wrap_exceptions=True)
     try:
-        return storage_from_string(f"async+{url}", implementation="redispy", wrap_exceptions=True)
-    except ConfigurationError as error:
+        from redis.asyncio import BlockingConnectionPool
+
+        pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS)
+        return storage_from_string(f"async+{url}", implementation="redispy", wrap_exceptions=True,
+                                   connection_pool=pool)
+    except (ImportError, ConfigurationError) as error:
         raise ConfigError(f"rate_limit_storage is a Redis URL, but its client cannot be loaded ({error}); "
                           f"install it with: pip install '{REDIS_EXTRA}'") from None

@@ -1,48 +1,53 @@
-"""Each tenant's requests and tokens per minute, tokens per day and open requests, counted with `limits`.
+"""Each tenant's requests and tokens per minute, tokens per day and open requests.
 
-Requests are counted in a moving window: exact, and a refused request takes nothing. Tokens are
-counted in fixed windows: their hits always count, so a stream that overshoots the budget spends
-the share of the tenant's next requests, and a window is one counter however many tokens it holds.
-Open requests are counted in this process alone: a slot must be given back however its request
-ends, which a replica that dies could never do for a counter it shares.
+Requests and tokens are counted in windows of the clock (window_budget), in the rate-limit storage
+every replica shares. A request reserves, when it is admitted, the most tokens it can use (its prompt,
+and max_tokens for each sequence it generates), so concurrent requests can never spend more than the
+budget; what it did not use is given back when it ends. Open requests are counted in this process
+alone: a slot must be given back however its request ends, which a replica that dies could never do
+for a counter it shares.
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.storage import Storage
-from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter, RateLimiter
 from limits.errors import StorageError
 
 from autoglm.server.errors import APIError
 from autoglm.server.tenants.file import Tenant, TenantLimits
 from autoglm.server.tenants.rate_limit_headers import RateLimitSnapshot, WindowState, openai_duration, retry_after
+from autoglm.server.tenants.window_budget import Clock, Reservation, WindowBudgets, WindowFull
 
-logger = logging.getLogger(__name__)
-
-_NAMESPACE = "autoglm"
 RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
 
 
 @dataclass(frozen=True)
 class LimitWindows:
-    """How long 'a minute' and 'a day' of the limits last: their names, except in tests that cannot wait."""
+    """How long 'a minute' and 'a day' of the limits last, and the clock they are cut from: the real
+    ones, except in tests that drive time themselves."""
 
     minute_s: int = 60
     day_s: int = 86_400
+    clock: Clock = time.time
 
 
-class _TenantWindow(RateLimitItemPerSecond):
-    """A window keyed by tenant and limit but not by amount, so reloading a tenants file that changes a
-    limit keeps what the tenant already used."""
+@dataclass(frozen=True)
+class GenerationCost:
+    """The most tokens a generation request can use: its prompts', and max_tokens for each sequence
+    (a request that sets none may fill the context). `max_tokens_field` names the field that bounds it."""
 
-    def key_for(self, *identifiers: bytes | str | int | float) -> str:
-        return "/".join([self.namespace, *map(str, identifiers), f"{self.multiples}s"])
+    prompt_tokens: int
+    completion_tokens: int
+    sequences: int
+    max_tokens_field: str
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,8 @@ class _Limit:
     def amount(self, limits: TenantLimits) -> int | None:
         return getattr(limits, self.setting)
 
-    def item(self, amount: int, windows: LimitWindows) -> RateLimitItem:
-        seconds = windows.minute_s if self.per == "minute" else windows.day_s
-        return _TenantWindow(amount, multiples=seconds, namespace=_NAMESPACE)
+    def length_s(self, windows: LimitWindows) -> int:
+        return windows.minute_s if self.per == "minute" else windows.day_s
 
 
 REQUESTS_PER_MINUTE = _Limit("requests_per_minute", "requests", "minute")
@@ -65,53 +69,79 @@ TOKENS_PER_DAY = _Limit("tokens_per_day", "tokens", "day")
 _TOKEN_LIMITS = (TOKENS_PER_MINUTE, TOKENS_PER_DAY)
 
 
+@dataclass
+class Admission:
+    """An admitted request: its open-request slot and the tokens it reserved in each token window."""
+
+    tenant: Tenant
+    reserved_tokens: int
+    reservations: list[Reservation] = field(default_factory=list)
+
+
 def has_limits(limits: TenantLimits) -> bool:
     return limits != TenantLimits()
 
 
-def storage_unavailable(error: StorageError) -> APIError:
-    """503 for a request whose budget cannot be checked, with the cause in the server's log."""
-    cause = error.storage_error
-    logger.error("the rate-limit storage cannot be reached (%s: %s); limited tenants' requests get 503 until it "
-                 "can", type(cause).__name__, cause)
+def storage_unavailable() -> APIError:
+    """503 for a request whose budget cannot be checked (the outage is in the server's log, once)."""
     return APIError(HTTPStatus.SERVICE_UNAVAILABLE, "the server cannot check this tenant's rate limits now (its "
                     "rate-limit storage is unreachable); retry later", code="rate_limit_storage_unavailable")
 
 
 class TenantRateLimiter:
-    """Admits a tenant's generation requests within its limits and counts the tokens they use.
+    """Admits a tenant's generation requests within its limits and gives back what they did not use.
 
     Limits are read from the Tenant each call is given, the one of the request's own principal,
-    so a reloaded tenants file applies to the next request.
+    so a reloaded tenants file applies to the next request; the windows are keyed by tenant and limit,
+    not by amount, so a reload that changes a limit keeps what the tenant already used.
     """
 
     def __init__(self, storage: Storage, windows: LimitWindows = LimitWindows()) -> None:
-        self._requests = MovingWindowRateLimiter(storage)
-        self._tokens = FixedWindowRateLimiter(storage)
+        self._budgets = WindowBudgets(storage, windows.clock)
         self._windows = windows
         self._open: Counter[str] = Counter()
 
-    async def admit(self, tenant: Tenant, prompt_tokens: int) -> None:
-        """Let one generation request in and count its prompt, or raise the 429 of the limit it would cross
-        (503 when the storage cannot be reached). Admitted, it holds an open-request slot until `release`.
-
-        Token budgets are only checked to have something left: how many tokens a request will use is
-        known only once it has streamed them.
-        """
+    async def admit(self, tenant: Tenant, cost: GenerationCost) -> Admission:
+        """Let one generation request in, reserving one request and `cost` tokens in each of the tenant's
+        windows (all or none), or raise: 400 for a cost no window could ever hold, the 429 of the limit it
+        would cross, 503 when the storage cannot be reached. Admitted, it holds an open-request slot and
+        its reservations until `settle`."""
+        for limit in _TOKEN_LIMITS:
+            amount = limit.amount(tenant.limits)
+            if amount is not None and cost.tokens > amount:
+                raise _too_large(tenant, limit, amount, cost)
+        self._take_slot(tenant)
+        admission = Admission(tenant, cost.tokens)
+        taken: list[Reservation] = []
         try:
-            for limit in _TOKEN_LIMITS:
-                window = await self._window(self._tokens, limit, tenant)
-                if window is not None and window.remaining <= 0:
-                    raise _exceeded(tenant, limit, window)
-            self._take_slot(tenant)
+            for limit, amount in self._limits_of(tenant, (REQUESTS_PER_MINUTE, *_TOKEN_LIMITS)):
+                spent = 1 if limit is REQUESTS_PER_MINUTE else cost.tokens
+                try:
+                    reservation = await self._budgets.take(self._name(tenant, limit), amount,
+                                                           limit.length_s(self._windows), spent)
+                except WindowFull as full:
+                    raise _exceeded(tenant, limit, full.window) from None
+                taken.append(reservation)
+                if limit is not REQUESTS_PER_MINUTE:
+                    admission.reservations.append(reservation)
+        except BaseException as error:
+            self.release(tenant)
+            await self._give_back_all(taken)
+            if isinstance(error, StorageError):
+                raise storage_unavailable() from None
+            raise
+        return admission
+
+    async def settle(self, admission: Admission, used_tokens: int) -> None:
+        """The request has ended having used `used_tokens`: give back its slot and the rest of what it
+        reserved. A refund the storage cannot take is lost (the tenant is charged what it reserved)."""
+        self.release(admission.tenant)
+        unused = admission.reserved_tokens - used_tokens
+        for reservation in admission.reservations:
             try:
-                await self._hit_request(tenant)
-                await self.count_tokens(tenant, prompt_tokens)
-            except BaseException:
-                self.release(tenant)
-                raise
-        except StorageError as error:
-            raise storage_unavailable(error) from None
+                await self._budgets.give_back(reservation, unused)
+            except StorageError:
+                pass  # logged once per outage by the budgets
 
     def release(self, tenant: Tenant) -> None:
         """Give back the open-request slot an admitted request held."""
@@ -119,17 +149,10 @@ class TenantRateLimiter:
         if not self._open[tenant.id]:
             del self._open[tenant.id]
 
-    async def count_tokens(self, tenant: Tenant, tokens: int) -> None:
-        """Spend `tokens` from the tenant's token budgets, past their end if need be (raises StorageError)."""
-        for limit in _TOKEN_LIMITS:
-            amount = limit.amount(tenant.limits)
-            if amount is not None and tokens:
-                await self._tokens.hit(limit.item(amount, self._windows), tenant.id, limit.setting, cost=tokens)
-
     async def snapshot(self, tenant: Tenant) -> RateLimitSnapshot:
         """The tenant's per-minute windows, as OpenAI's headers report them (raises StorageError)."""
-        return RateLimitSnapshot(requests=await self._window(self._requests, REQUESTS_PER_MINUTE, tenant),
-                                 tokens=await self._window(self._tokens, TOKENS_PER_MINUTE, tenant))
+        return RateLimitSnapshot(requests=await self._state(tenant, REQUESTS_PER_MINUTE),
+                                 tokens=await self._state(tenant, TOKENS_PER_MINUTE))
 
     def _take_slot(self, tenant: Tenant) -> None:
         most = tenant.limits.max_concurrent_requests
@@ -140,23 +163,28 @@ class TenantRateLimiter:
                            code=RATE_LIMIT_EXCEEDED, error_type="requests", headers={"Retry-After": retry_after(0)})
         self._open[tenant.id] += 1
 
-    async def _hit_request(self, tenant: Tenant) -> None:
-        amount = REQUESTS_PER_MINUTE.amount(tenant.limits)
-        if amount is None:
-            return
-        item = REQUESTS_PER_MINUTE.item(amount, self._windows)
-        if not await self._requests.hit(item, tenant.id, REQUESTS_PER_MINUTE.setting):
-            window = await self._window(self._requests, REQUESTS_PER_MINUTE, tenant)
-            assert window is not None
-            raise _exceeded(tenant, REQUESTS_PER_MINUTE, window)
+    async def _give_back_all(self, taken: list[Reservation]) -> None:
+        """Undo the reservations of a request refused after some of them were taken."""
+        for reservation in taken:
+            try:
+                await self._budgets.give_back(reservation, reservation.amount)
+            except StorageError:
+                pass  # logged once per outage by the budgets
 
-    async def _window(self, limiter: RateLimiter, limit: _Limit, tenant: Tenant) -> WindowState | None:
+    async def _state(self, tenant: Tenant, limit: _Limit) -> WindowState | None:
         amount = limit.amount(tenant.limits)
         if amount is None:
             return None
-        stats = await limiter.get_window_stats(limit.item(amount, self._windows), tenant.id, limit.setting)
-        return WindowState(limit=amount, remaining=max(0, stats.remaining),
-                           reset_s=max(0.0, stats.reset_time - time.time()))
+        return await self._budgets.state(self._name(tenant, limit), amount, limit.length_s(self._windows))
+
+    @staticmethod
+    def _limits_of(tenant: Tenant, limits: tuple[_Limit, ...]) -> list[tuple[_Limit, int]]:
+        """Those of `limits` the tenant has, with their amounts."""
+        return [(limit, amount) for limit in limits if (amount := limit.amount(tenant.limits)) is not None]
+
+    @staticmethod
+    def _name(tenant: Tenant, limit: _Limit) -> str:
+        return f"{tenant.id}/{limit.setting}"
 
 
 def _exceeded(tenant: Tenant, limit: _Limit, window: WindowState) -> APIError:
@@ -167,3 +195,17 @@ def _exceeded(tenant: Tenant, limit: _Limit, window: WindowState) -> APIError:
                     f"Try again in {openai_duration(window.reset_s)}.",
                     code=RATE_LIMIT_EXCEEDED, error_type=limit.kind,
                     headers={"Retry-After": retry_after(window.reset_s)})
+
+
+def _too_large(tenant: Tenant, limit: _Limit, amount: int, cost: GenerationCost) -> APIError:
+    """400 for a request that could use more tokens than a whole window holds: waiting would never help."""
+    field_name = cost.max_tokens_field
+    most = (amount - cost.prompt_tokens) // cost.sequences
+    advice = (f"ask for at most {most} {field_name}" if most >= 1
+              else "its prompt alone uses the whole window; send a shorter one")
+    return APIError(HTTPStatus.BAD_REQUEST,
+                    f"this request may use {cost.tokens} tokens ({cost.prompt_tokens} in its prompt and "
+                    f"{cost.completion_tokens} to generate: {field_name} for each of {cost.sequences} "
+                    f"sequence{'s' * (cost.sequences != 1)}), more than the {limit.setting} of {amount} of tenant "
+                    f"'{tenant.id}' allows in a whole window; {advice}",
+                    param=field_name, code="invalid_value")

@@ -1,18 +1,18 @@
-"""One request of a tenant with limits: its admission, the tokens it streams, and its slot given back."""
+"""One request of a tenant with limits: its admission with the tokens it reserves, the tokens it streams,
+and its slot and unused tokens given back."""
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fastapi import Request
 from limits.errors import StorageError
 
+from autoglm.sampling_params import SamplingParams
+from autoglm.server.protocol import GenerationRequest
 from autoglm.server.tenants.file import Tenant
+from autoglm.server.tenants.max_tokens_cap import max_tokens_field
 from autoglm.server.tenants.rate_limit_headers import rate_limit_headers
-from autoglm.server.tenants.rate_limits import TenantRateLimiter
-
-logger = logging.getLogger(__name__)
+from autoglm.server.tenants.rate_limits import Admission, GenerationCost, TenantRateLimiter
 
 REQUEST_BUDGET_STATE = "request_budget"
 # Told each step's new completion tokens, on the event loop.
@@ -20,53 +20,36 @@ TokenListener = Callable[[int], None]
 
 
 class RequestBudget:
-    """Streamed tokens are counted as they come, one storage call in flight at a time holding all that
-    arrived meanwhile, so a slow storage never makes a backlog of calls."""
+    """Counts the tokens a request uses as they stream (in memory: its reservation already holds them in
+    the storage), and settles once when it ends."""
 
     def __init__(self, limiter: TenantRateLimiter, tenant: Tenant) -> None:
         self._limiter = limiter
         self._tenant = tenant
-        self._admitted = False
-        self._unsent_tokens = 0
-        self._sending: asyncio.Task[None] | None = None
+        self._admission: Admission | None = None
+        self._used_tokens = 0
 
-    async def admit(self, prompt_tokens: int) -> TokenListener:
-        """Admit the request (or raise its 429 or 503); the listener counts its completion tokens."""
-        await self._limiter.admit(self._tenant, prompt_tokens)
-        self._admitted = True
+    async def admit(self, cost: GenerationCost) -> TokenListener:
+        """Admit the request (or raise its 400, 429 or 503); the listener counts its completion tokens."""
+        self._admission = await self._limiter.admit(self._tenant, cost)
+        self._used_tokens = cost.prompt_tokens
         return self.tokens_generated
 
     def tokens_generated(self, count: int) -> None:
-        self._unsent_tokens += count
-        if self._sending is None or self._sending.done():
-            self._sending = asyncio.create_task(self._send_tokens())
+        self._used_tokens += count
 
     async def settle(self) -> None:
-        """Count every token generated so far and give back the open-request slot: the request has ended."""
-        if self._admitted:
-            self._admitted = False
-            self._limiter.release(self._tenant)
-        if self._sending is not None:
-            await self._sending
-        await self._send_tokens()
+        """Give back the open-request slot and the tokens reserved but not used: the request has ended."""
+        admission, self._admission = self._admission, None
+        if admission is not None:
+            await self._limiter.settle(admission, self._used_tokens)
 
     async def headers(self) -> dict[str, str]:
         """The x-ratelimit-* headers as the tenant's budget stands now; none if the storage cannot say."""
         try:
             return rate_limit_headers(await self._limiter.snapshot(self._tenant))
-        except StorageError as error:
-            logger.warning("x-ratelimit-* headers left out: the rate-limit storage cannot be reached (%s)",
-                           error.storage_error)
-            return {}
-
-    async def _send_tokens(self) -> None:
-        while self._unsent_tokens:
-            count, self._unsent_tokens = self._unsent_tokens, 0
-            try:
-                await self._limiter.count_tokens(self._tenant, count)
-            except StorageError as error:
-                logger.error("%d tokens of tenant '%s' went uncounted: the rate-limit storage cannot be reached "
-                             "(%s)", count, self._tenant.id, error.storage_error)
+        except StorageError:
+            return {}  # the outage is logged once, by the limiter's budgets
 
 
 def request_budget(request: Request) -> RequestBudget | None:
@@ -74,8 +57,21 @@ def request_budget(request: Request) -> RequestBudget | None:
     return getattr(request.state, REQUEST_BUDGET_STATE, None)
 
 
-async def admit_generation(request: Request, prompt_tokens: int) -> TokenListener | None:
-    """Admit a generation request within its tenant's limits; the listener for its completion tokens,
-    or None when no limits apply."""
+def generation_cost(body: GenerationRequest, params: SamplingParams, prompt_lengths: Sequence[int],
+                    context_len: int) -> GenerationCost:
+    """The most tokens the request can use: its prompts, and for each of their params.n sequences
+    max_tokens, or what the context leaves after the prompt when it sets none."""
+    completion = sum(params.max_tokens if params.max_tokens is not None else max(0, context_len - length)
+                     for length in prompt_lengths) * params.n
+    return GenerationCost(prompt_tokens=sum(prompt_lengths), completion_tokens=completion,
+                          sequences=len(prompt_lengths) * params.n, max_tokens_field=max_tokens_field(body))
+
+
+async def admit_generation(request: Request, body: GenerationRequest, params: SamplingParams,
+                           prompt_lengths: Sequence[int], context_len: int) -> TokenListener | None:
+    """Admit a generation request within its tenant's limits, reserving the most it can use; the listener
+    for its completion tokens, or None when no limits apply."""
     budget = request_budget(request)
-    return None if budget is None else await budget.admit(prompt_tokens)
+    if budget is None:
+        return None
+    return await budget.admit(generation_cost(body, params, prompt_lengths, context_len))

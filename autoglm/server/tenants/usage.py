@@ -1,8 +1,9 @@
 """Each tenant's usage, requests and tokens by day, kept in an SQLite file so it survives a restart.
 
-A finished request is only added to counts in memory (on the event loop, at once); a flush adds
-those to the file on a worker thread, every FLUSH_INTERVAL_S and at shutdown, so no request ever
-waits on the disk.
+A request is added to counts in memory as it runs (on the event loop, at once: the request and its
+prompt with its first tokens, then each step's completion tokens); a flush adds those to the file on a
+worker thread, every usage_flush_interval_s and at shutdown, so no request ever waits on the disk and a
+crash loses at most one interval of what running streams delivered.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from autoglm.user_data import user_data_dir
 
 logger = logging.getLogger(__name__)
 
-FLUSH_INTERVAL_S = 1.0
 # SQLite's name for a database that lives in memory: usage kept for the process's life only.
 IN_MEMORY = ":memory:"
 
@@ -82,7 +82,7 @@ def default_usage_db() -> Path:
 
 
 class UsageLedger:
-    """Usage by tenant and day: added in memory as requests end, written to SQLite by `flush`.
+    """Usage by tenant and day: added in memory as requests run, written to SQLite by `flush`.
 
     Flushes and reads take turns (one asyncio lock), so the connection is used by one thread at a time
     and a read never misses counts that a flush has taken out of memory but not yet written.
@@ -102,7 +102,7 @@ class UsageLedger:
         self._turn = asyncio.Lock()
 
     def record(self, tenant: str, usage: Usage) -> None:
-        """Add one request's usage to today's counts of `tenant`; costs no I/O."""
+        """Add `usage` (a request's, or what a step of it added) to today's counts of `tenant`; costs no I/O."""
         key = (tenant, utc_day())
         self._pending[key] = self._pending.get(key, Usage()) + usage
 
@@ -125,7 +125,7 @@ class UsageLedger:
                 for (tenant, day), usage in pending.items():
                     self._pending[(tenant, day)] = self._pending.get((tenant, day), Usage()) + usage
 
-    async def flush_periodically(self, interval_s: float = FLUSH_INTERVAL_S) -> None:
+    async def flush_periodically(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
             await self.flush()
