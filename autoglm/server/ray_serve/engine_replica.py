@@ -18,8 +18,10 @@ from ray import serve
 from starlette.types import Message, Scope
 
 from autoglm.config import AutoGLMConfig
+from autoglm.server.admin import reload_tenants
 from autoglm.server.app import build_app
 from autoglm.server.ray_serve.asgi_call import call_asgi
+from autoglm.server.ray_serve.fan_out import ReplicaAnswer
 from autoglm.server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ class EngineReplica:
         await self._lifespan.enter_async_context(self._app.router.lifespan_context(self._app))
         await self._wait_until_loaded()
         context = serve.get_replica_context()
-        self._replica_tag = context.replica_tag.encode()
+        self._replica_tag = context.replica_tag
         if config.ray_metrics_port is not None:
             port = config.ray_metrics_port + context.rank.local_rank
             self._metrics_server, _ = start_http_server(port, addr=config.host, registry=self._state.metrics.registry)
@@ -61,8 +63,30 @@ class EngineReplica:
         """The app's answer to one request, message by message. `routing_key` is for the request router."""
         async for message in call_asgi(self._app, scope, body):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), (REPLICA_HEADER, self._replica_tag)]}
+                tag = (REPLICA_HEADER, self._replica_tag.encode())
+                message = {**message, "headers": [*message.get("headers", ()), tag]}
             yield message
+
+    async def answer_whole(self, scope: Scope, body: bytes) -> ReplicaAnswer:
+        """The app's whole answer to one request: the ingress sends the admin calls that change a replica's
+        state to every replica this way (fan_out.py)."""
+        start: Message = {}
+        parts = []
+        async for message in call_asgi(self._app, scope, body):
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                parts.append(message.get("body", b""))
+        return ReplicaAnswer(self._replica_tag, start["status"], list(start.get("headers", ())), b"".join(parts))
+
+    async def reload_tenants(self) -> str:
+        """Read the tenants file again, as SIGHUP does on a server of its own; raises TenantsFileError on a bad
+        file (the keys served stay as they were)."""
+        keyring = self._state.keyring
+        if keyring is None or keyring.path is None:
+            return f"replica {self._replica_tag} serves no tenants file"
+        tenants = await reload_tenants(keyring)
+        return f"replica {self._replica_tag}: {len(tenants.tenants)} tenants, {len(tenants.keys)} keys"
 
     def check_health(self) -> None:
         """Ray replaces a replica whose check raises: an engine broken for good, or one whose loop stopped."""
