@@ -1,12 +1,13 @@
 """Two keyed replicas on a local Ray cluster agree: a revoke, a reload (by the admin call or as SIGHUP has it)
-and a promote or rollback reach both before the call answers, and a tenant's rate limit, kept in a real
-redis-server, is one budget for both.
+and a promote or rollback reach both before the call answers, a canary one replica rolls back automatically
+ends on both, and a tenant's rate limit, kept in a real redis-server, is one budget for both.
 
 One cluster for the module. Requests are sent to a chosen replica through prefix routing: a prompt's
 replica is the one its text hashes to, so the module first finds a prompt for each replica.
 """
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,12 +21,12 @@ from ray import serve
 
 from autoglm.config import AutoGLMConfig
 from autoglm.registry import DirectoryRegistry
-from autoglm.server.ray_serve.application import build_application
+from autoglm.server.ray_serve.application import ENGINE_DEPLOYMENT, build_application
 from autoglm.server.ray_serve.engine_replica import REPLICA_HEADER
 from autoglm.server.ray_serve.fan_out import REPLICAS_HEADER
 from autoglm.server.ray_serve.launch import APP_NAME, reload_every_replica
 from autoglm.server.tenants.keys import generate_key, hash_key
-from tests.server.live_server import BASE_SETTINGS, free_port
+from tests.server.live_server import BASE_SETTINGS, free_port, wait_until
 from tests.server.model_versions import MODEL
 from tests.server.redis_server import running_redis
 from tests.server.tenants_files import TenantsFixture, bearer
@@ -34,6 +35,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
 NUM_REPLICAS = 2
 REQUESTS_PER_MINUTE = 4
+# A canary is rolled back automatically after this many requests on one replica: their time to first token is
+# always over the limit.
+CANARY_REQUESTS = 2
 REPLICA = REPLICA_HEADER.decode()
 
 
@@ -53,6 +57,18 @@ class KeyedRay:
 
     def admin(self, path: str, **body: object) -> httpx.Response:
         return httpx.post(self.url + path, headers=bearer(self.keys["admin"]), json=body, timeout=120)
+
+    def canaries(self) -> list[dict | None]:
+        """Each replica's canary of MODEL, asked of every replica at once (a request would count for the canary)."""
+        scope = {"type": "http", "http_version": "1.1", "method": "GET", "scheme": "http", "path": "/admin/models",
+                 "raw_path": b"/admin/models", "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {self.keys['admin']}".encode())],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+        answers = serve.get_deployment_handle(ENGINE_DEPLOYMENT, APP_NAME).broadcast(
+            "answer_whole", scope, b"").results(timeout_s=60)
+        assert len(answers) == NUM_REPLICAS
+        return [next(model["canary"] for model in json.loads(answer.body)["models"] if model["name"] == MODEL)
+                for answer in answers]
 
     def add_tenant(self, name: str) -> str:
         """Write a new tenant with a key of its own into the tenants file, as it is on disk now; the key."""
@@ -99,6 +115,8 @@ def keyed_ray(versions_registry, tmp_path_factory) -> Iterator[KeyedRay]:
         config = AutoGLMConfig(**BASE_SETTINGS, num_threads=1, ray_min_replicas=NUM_REPLICAS,
                                ray_max_replicas=NUM_REPLICAS, ray_metrics_port=None, tenants_file=str(tenants_file),
                                rate_limit_storage=redis.url, serve_models=(MODEL,), registry_dir=str(registry),
+                               auto_rollback=True, auto_rollback_min_requests=CANARY_REQUESTS,
+                               auto_rollback_max_p99_ttft_s=1e-6,
                                model=str(DirectoryRegistry(registry).version(MODEL, "1").path))
         serve.run(build_application(config), name=APP_NAME, route_prefix="/")
         url = f"http://127.0.0.1:{port}"
@@ -158,3 +176,15 @@ def test_promote_and_rollback_reach_every_replica(keyed_ray):
     assert promoted.headers[REPLICAS_HEADER.decode()] == ",".join(replicas)
     assert keyed_ray.admin(f"/admin/models/{MODEL}/rollback").status_code == 200
     assert served_versions() == [f"{MODEL}@1"] * NUM_REPLICAS
+
+
+def test_a_canary_one_replica_rolls_back_automatically_ends_on_every_replica(keyed_ray):
+    first, second = sorted(keyed_ray.prompts)
+    split = keyed_ray.admin(f"/admin/models/{MODEL}/canary", version="2", percent=100)
+    assert split.status_code == 200, split.text
+    assert keyed_ray.canaries() == [{"version": "2", "percent": 100.0}] * NUM_REPLICAS
+    served = [keyed_ray.complete(keyed_ray.keys["admin"], first).json()["model"] for _ in range(CANARY_REQUESTS)]
+    assert served == [f"{MODEL}@2"] * CANARY_REQUESTS  # too slow for the threshold: rolled back on `first`
+    # `second` took no canary request, so only `first` telling it ends the canary there.
+    assert wait_until(lambda: keyed_ray.canaries() == [None] * NUM_REPLICAS, timeout_s=60)  # a hang guard only
+    assert keyed_ray.complete(keyed_ray.keys["admin"], second).json()["model"] == f"{MODEL}@1"
