@@ -53,6 +53,8 @@ class ModelLifecycle:
         self._thresholds = RollbackThresholds.from_config(config) if config.auto_rollback else None
         self._watches: dict[str, CanaryWatch] = {}
         self._background: set[asyncio.Task[None]] = set()
+        # Told (model, canary version) after an automatic rollback here, for the replicas beside this one.
+        self.on_automatic_rollback: Callable[[str, str], None] | None = None
         if self._thresholds is not None:
             pool.on_outcome = self._judge_canary
 
@@ -169,12 +171,29 @@ class ModelLifecycle:
             return
         logger.warning("automatic rollback: canary %s goes back to 0%% of %s's requests: %s", served.version_id,
                        served.name, reason)
-        routes.canary = None
-        del self._watches[served.version_id]
-        self._retire_unused(routes)
+        self._drop_canary(routes)
         task = asyncio.create_task(self._forget_canary_alias(served.name))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        if self.on_automatic_rollback is not None:
+            self.on_automatic_rollback(served.name, served.version)
+
+    async def end_canary(self, name: str, version: str) -> None:
+        """Send `version` back to 0% of `name`'s requests if it is still the canary here: another replica
+        rolled it back automatically (and removed the registry's alias)."""
+        async with self._lock:
+            routes = self._router.routes.get(name)
+            if routes is None or routes.canary is None or routes.canary.version != version:
+                return
+            logger.warning("canary %s goes back to 0%% of %s's requests: another replica rolled it back",
+                           version_id(name, version), name)
+            self._drop_canary(routes)
+
+    def _drop_canary(self, routes: ModelRoutes) -> None:
+        assert routes.canary is not None
+        self._watches.pop(version_id(routes.name, routes.canary.version), None)
+        routes.canary = None
+        self._retire_unused(routes)
 
     async def _forget_canary_alias(self, name: str) -> None:
         try:

@@ -54,6 +54,8 @@ def engine_options(config: AutoGLMConfig) -> dict[str, Any]:
 
 
 def build_application(config: AutoGLMConfig) -> Application:
+    """The application; a ConfigError for settings that several replicas cannot honour together."""
+    config.check_ray_rate_limits()
     engine = serve.deployment(EngineReplica, name=ENGINE_DEPLOYMENT, **engine_options(config))
     ingress = serve.deployment(Ingress, name=INGRESS_DEPLOYMENT, num_replicas=1,
                                ray_actor_options={"num_cpus": 0},

@@ -5,10 +5,12 @@ happen one hop later: here, with the body read. The request (scope and body) goe
 replica through a deployment handle, whose request router (request_router.py) reads the key, and
 the replica's messages come back as they are sent, streams included. Routing settings aside, this
 adds no behaviour of its own: every answer, error or not, is the engine's app's, except when no
-engine replica could answer at all.
+engine replica could answer at all, and the admin calls that change a replica's state, which go to
+every replica (fan_out.py), one such call at a time.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from autoglm.server.errors import APIError
+from autoglm.server.ray_serve.fan_out import combined_answer, fans_out
 from autoglm.server.ray_serve.routing_key import routing_key
 from autoglm.server.streaming import sse_event
 
@@ -48,13 +51,17 @@ class Ingress:
     """A deployment class: the HTTP entry of the application."""
 
     def __init__(self, engines: DeploymentHandle, routing: PrefixRouting) -> None:
+        self._every_engine = engines
         self._engines = engines.options(method_name="handle_http", stream=True)
         self._routing = routing
+        self._admin_turn = asyncio.Lock()  # two changes at once could each write the tenants file from its old copy
 
     async def __call__(self, request: Request) -> Response:
         body = await request.body()
-        key = routing_key(request.url.path, body, self._routing.num_chars) if self._routing.enabled else None
         scope = {name: request.scope[name] for name in FORWARDED_SCOPE_KEYS if name in request.scope}
+        if fans_out(request.method, request.url.path):
+            return await self._on_every_replica(scope, body)
+        key = routing_key(request.url.path, body, self._routing.num_chars) if self._routing.enabled else None
         messages: DeploymentResponseGenerator = self._engines.remote(scope, body, routing_key=key)
         try:
             start = await messages.__anext__()
@@ -62,6 +69,17 @@ class Ingress:
             logger.warning("no answer from an engine replica for %s: %r", request.url.path, error)
             return _replica_lost(error).to_response()
         return RelayedResponse(start, messages)
+
+    async def _on_every_replica(self, scope: Scope, body: bytes) -> Response:
+        """The request sent to every running engine replica; answered once each has answered."""
+        async with self._admin_turn:
+            try:
+                outcomes = await self._every_engine.broadcast("answer_whole", scope, body).results_async(
+                    return_exceptions=True)
+            except Exception as error:  # no replica is running
+                logger.warning("no engine replica to send %s to: %r", scope["path"], error)
+                return _replica_lost(error).to_response()
+        return combined_answer(scope["method"], scope["path"], outcomes)
 
 
 class RelayedResponse(Response):

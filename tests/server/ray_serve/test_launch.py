@@ -22,10 +22,10 @@ def calls(monkeypatch) -> list[str]:
     monkeypatch.setattr(launch.serve, "run", lambda app, name, route_prefix: recorded.append(f"run {name}"))
     monkeypatch.setattr(launch.serve, "delete", lambda name: recorded.append(f"delete {name}"))
     monkeypatch.setattr(launch, "build_application", lambda config: "application")
-    handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in launch.STOP_SIGNALS}
+    handlers = {handled: signal.getsignal(handled) for handled in (*launch.STOP_SIGNALS, signal.SIGHUP)}
     yield recorded
-    for stop_signal, handler in handlers.items():
-        signal.signal(stop_signal, handler)
+    for handled, handler in handlers.items():
+        signal.signal(handled, handler)
 
 
 def test_a_stop_signal_deletes_the_application(calls):
@@ -52,3 +52,15 @@ def test_a_signal_while_deploying_deletes_once_deployed_and_a_second_exits_at_on
     with pytest.raises(SystemExit) as exited:
         launch.run_on_ray(AutoGLMConfig())
     assert exited.value.code == 128 + signal.SIGTERM
+
+
+def test_sighup_has_every_replica_read_the_tenants_file_again_until_a_stop_signal(calls, monkeypatch):
+    def deployed_then_signalled(app, name, route_prefix) -> None:
+        calls.append(f"run {name}")
+        for sent in (signal.SIGHUP, signal.SIGHUP, signal.SIGTERM):
+            os.kill(os.getpid(), sent)
+
+    monkeypatch.setattr(launch.serve, "run", deployed_then_signalled)
+    monkeypatch.setattr(launch, "reload_every_replica", lambda: calls.append("reload"))
+    assert launch.run_on_ray(AutoGLMConfig()) == 0
+    assert calls[-4:] == [f"run {launch.APP_NAME}", "reload", "reload", f"delete {launch.APP_NAME}"]

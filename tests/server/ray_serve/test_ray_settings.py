@@ -54,6 +54,22 @@ def test_serve_run_builder_reads_settings_from_its_arguments_and_a_file(tmp_path
         app_builder({"ray_replicas": "2"})
 
 
+def test_several_replicas_with_tenants_are_refused_unless_their_limits_are_shared_in_redis(tmp_path):
+    tenants = {"tenants_file": str(tmp_path / "tenants.yaml")}
+    with pytest.raises(ConfigError, match=r"up to 2 replicas \(ray_max_replicas\) and a tenants_file needs "
+                                          r"rate_limit_storage: redis://HOST:PORT\[/DB\]"):
+        app_builder({"ray_max_replicas": "2", **tenants})
+    assert isinstance(app_builder({"ray_max_replicas": "2", "rate_limit_storage": "redis://127.0.0.1:6379",
+                                   **tenants}), Application)
+    assert isinstance(app_builder({"ray_max_replicas": "1", **tenants}), Application)
+    assert isinstance(app_builder({"ray_max_replicas": "2", "api_key": "one key, no limits"}), Application)
+
+
+def test_serve_on_ray_refuses_them_before_starting_a_cluster(tmp_path, capsys):
+    assert main(["serve", "--ray", "--ray-max-replicas", "2", "--tenants-file", str(tmp_path / "tenants.yaml")]) == 2
+    assert "needs rate_limit_storage: redis://" in capsys.readouterr().err
+
+
 def test_only_serve_lists_the_ray_flags():
     assert RAY_FLAGS <= option_strings(subcommand(["serve"]))
     assert not RAY_FLAGS & option_strings(subcommand(["generate"]))
