@@ -9,6 +9,7 @@ from functools import partial
 from http import HTTPStatus
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.types import DecoratedCallable
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
@@ -64,6 +65,12 @@ def server_state(request: Request) -> ServerState:
 State = Depends(server_state)
 
 
+def head_as_get(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """HEAD beside a GET route: the GET's status and headers without its body. The OpenAPI document lists
+    the GET alone (a HEAD operation would only repeat it)."""
+    return router.head(path, include_in_schema=False)
+
+
 @router.get("/health")
 @router.head("/health")
 async def health(state: ServerState = State) -> Response:
@@ -74,13 +81,13 @@ async def health(state: ServerState = State) -> Response:
 
 
 @router.get("/version")
-@router.head("/version")
+@head_as_get("/version")
 async def version() -> dict[str, str]:
     return {"version": __version__}
 
 
 @router.get("/metrics")
-@router.head("/metrics")
+@head_as_get("/metrics")
 async def metrics(raw: Request, state: ServerState = State) -> Response:
     """Open, or for an admin key only with the metrics_require_key setting (it shows every tenant's usage)."""
     check_admin(raw)
@@ -88,7 +95,7 @@ async def metrics(raw: Request, state: ServerState = State) -> Response:
 
 
 @router.get("/v1/models")
-@router.head("/v1/models")
+@head_as_get("/v1/models")
 async def list_models(raw: Request, state: ServerState = State) -> ModelList:
     """Each served model the key's tenant may use: by name, and (from a registry) each loaded version with its
     aliases."""
@@ -97,7 +104,7 @@ async def list_models(raw: Request, state: ServerState = State) -> ModelList:
 
 
 @router.get("/v1/models/{model_id:path}")
-@router.head("/v1/models/{model_id:path}")
+@head_as_get("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, raw: Request, state: ServerState = State) -> ModelCard:
     """One card of /v1/models by its id; a model the key's tenant may not use is as unknown as one not served."""
     state.check_ready()
@@ -113,7 +120,7 @@ def _usable_cards(raw: Request, state: ServerState) -> list[ModelCard]:
 
 
 @router.get("/tokenizer_info")
-@router.head("/tokenizer_info")
+@head_as_get("/tokenizer_info")
 async def tokenizer_info(raw: Request, model: str | None = None, state: ServerState = State) -> TokenizerInfo:
     """vLLM's: the tokenizer's special tokens and chat template, for clients that tokenize and render prompts
     themselves through /tokenize (lm-evaluation-harness asks it when given no tokenizer of its own)."""

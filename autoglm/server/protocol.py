@@ -309,20 +309,26 @@ class ChatMessage(APIModel):
         if self.function_call is not None:
             raise InvalidRequestError("function_call, the deprecated form of a call, is not supported; send the "
                                       "call in tool_calls and its result as a 'tool' message", param="function_call")
-        for index, part in enumerate(self.content if isinstance(self.content, list) else []):
-            if isinstance(part, MediaContentPart):
-                raise InvalidRequestError(f"this model takes text only, so it cannot read a part of type "
-                                          f"{quote_value(part.type)}; send the content as text", param=f"content[{index}]")
-            if isinstance(part, RefusalContentPart) and self.role != "assistant":
-                raise InvalidRequestError("only an assistant message carries a refusal part",
-                                          param=f"content[{index}]")
+        if isinstance(self.content, list):
+            self._check_parts(self.content)
         if self.role == "tool" and not self.tool_call_id:
             raise InvalidRequestError("a tool message must name the tool call it answers: give the id of a call "
                                       "from an earlier assistant message's tool_calls", param="tool_call_id")
         return self
 
+    def _check_parts(self, parts: list[TextContentPart | RefusalContentPart | MediaContentPart]) -> None:
+        for index, part in enumerate(parts):
+            if isinstance(part, MediaContentPart):
+                raise InvalidRequestError(f"this model takes text only, so it cannot read a part of type "
+                                          f"{quote_value(part.type)}; send the content as text",
+                                          param=f"content[{index}]")
+            if isinstance(part, RefusalContentPart) and self.role != "assistant":
+                raise InvalidRequestError("only an assistant message carries a refusal part",
+                                          param=f"content[{index}]")
+
     @field_serializer("content")
-    def _content_as_read(self, content: str | list[TextContentPart | RefusalContentPart | MediaContentPart] | None) -> Any:
+    def _content_as_read(self, content: str | list[TextContentPart | RefusalContentPart | MediaContentPart] | None
+                         ) -> str | list[dict[str, Any]] | None:
         """The content without refusal parts, which are not rendered: dumps (the response cache's key
         among them) hold only what the model reads."""
         if not isinstance(content, list):

@@ -49,9 +49,9 @@ from autoglm.server.unsupported import refuse_unimplemented
 
 # Names a request's chat_template_kwargs may not set: apply_chat_template's own arguments (the request's
 # fields set those) and the messages, which the template is given from the request's messages.
-RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"messages"} | {name for name, parameter in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters.items()
-                    if parameter.kind is not inspect.Parameter.VAR_KEYWORD} - {"self"})
+_APPLY_CHAT_TEMPLATE = inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+RESERVED_TEMPLATE_KWARGS = frozenset({"messages"} | {name for name, parameter in _APPLY_CHAT_TEMPLATE.items()
+                                                     if parameter.kind is not inspect.Parameter.VAR_KEYWORD} - {"self"})
 
 
 def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage], add_generation_prompt: bool,
@@ -87,9 +87,9 @@ def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMe
     except (TypeError, ValueError) as error:
         # transformers' check that the template writes out the last message, so that it can be left open; a
         # template variable the kwargs replaced with a value of another kind (a string where it calls a function).
-        asked = "chat_template_kwargs" if template_kwargs else "continue_final_message" if continue_final_message else None
-        if asked is None:
+        if not (template_kwargs or continue_final_message):
             raise
+        asked = "chat_template_kwargs" if template_kwargs else "continue_final_message"
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template cannot render the messages with the request's "
                        f"{asked}: {error}", param=asked, code="invalid_value") from None
     char_limit.check(text)
@@ -100,9 +100,10 @@ async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage], 
                         tools: list[dict[str, Any]] | None = None, *, continue_final_message: bool = False,
                         template_kwargs: dict[str, Any] | None = None) -> list[int]:
     """The conversation's token ids, rendered and tokenized on a tokenizer worker."""
-    return await tokenizers.run(partial(render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
-                                        char_limit=tokenizers.char_limit, tools=tools,
-                                        continue_final_message=continue_final_message, template_kwargs=template_kwargs))
+    return await tokenizers.run(partial(
+        render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
+        char_limit=tokenizers.char_limit, tools=tools, continue_final_message=continue_final_message,
+        template_kwargs=template_kwargs))
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:

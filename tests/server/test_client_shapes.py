@@ -167,9 +167,9 @@ def test_the_clients_request_id_is_echoed_logged_and_may_repeat(server, caplog):
 
 
 def test_every_answer_carries_an_x_request_id(server):
-    made_up = [httpx.get(server.url + "/health").headers["x-request-id"],
-               post(server, "/v1/chat/completions", json={"messages": [QUESTION], "temprature": 0}).headers["x-request-id"],
-               httpx.get(server.url + "/v1/nothing").headers["x-request-id"]]
+    answers = [httpx.get(server.url + "/health"), httpx.get(server.url + "/v1/nothing"),
+               post(server, "/v1/chat/completions", json={"messages": [QUESTION], "temprature": 0})]
+    made_up = [answer.headers["x-request-id"] for answer in answers]
     assert len(set(made_up)) == 3 and all(len(value) == 32 for value in made_up)
     refused = post(server, "/v1/chat/completions", json={"messages": [], "request_id": "x"},
                    headers={"x-request-id": "bad-1"})

@@ -199,6 +199,19 @@ def test_a_tool_result_goes_back_through_the_template(qwen_server):
     assert chat.choices[0].finish_reason == "length"
 
 
+@pytest.mark.parametrize("exclude_none", [False, True])
+def test_a_call_appended_as_the_client_returned_it_goes_back_with_its_result(qwen_server, exclude_none):
+    client = qwen_server.openai()
+    reply = client.chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, seed=1,
+        tool_choice={"type": "function", "function": {"name": "get_time"}}, **SAMPLED).choices[0].message
+    history = [*MESSAGES, reply.model_dump(exclude_none=exclude_none),
+               {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "noon"}]
+    again = client.chat.completions.create(model="tiny-qwen", messages=history, tools=TOOLS, max_tokens=4,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    assert again.choices[0].finish_reason == "length"
+
+
 @pytest.mark.parametrize("body, param, words", [
     ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_news"}}}, "tool_choice",
      "tool_choice names the function 'get_news', which tools does not declare; declared: 'get_weather', 'get_time'"),
