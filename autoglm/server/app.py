@@ -135,7 +135,9 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
     check_access(raw, model_name_of(body.model or state.model_name), generates=False)
     served = state.route(body.model)
     if body.messages is not None:
-        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
+        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt,
+                                     continue_final_message=body.continue_final_message,
+                                     template_kwargs=body.chat_template_kwargs)
     else:
         tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=served.engine.engine.max_context_len, tokens=tokens)

@@ -442,6 +442,8 @@ class TokenizeRequest(APIModel):
     messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
+    continue_final_message: bool = False  # as chat completions take them
+    chat_template_kwargs: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> TokenizeRequest:
@@ -449,6 +451,7 @@ class TokenizeRequest(APIModel):
             raise InvalidRequestError("give exactly one of 'prompt' or 'messages'")
         if self.messages is not None:
             check_tool_results_answer_calls(self.messages)
+            check_continuation(self.continue_final_message, self.add_generation_prompt)
         return self
 
 

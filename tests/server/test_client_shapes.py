@@ -116,6 +116,9 @@ def test_continue_final_message_leaves_the_last_message_open(server, tokenizer):
     assert text.endswith("<|assistant|>Whether 'tis")
     body = {"messages": history, "continue_final_message": True, "add_generation_prompt": False, **GREEDY}
     assert post(server, "/v1/chat/completions", json=body).status_code == 200
+    tokenized = post(server, "/tokenize", json={"messages": history, "continue_final_message": True,
+                                                "add_generation_prompt": False}).json()["tokens"]
+    assert tokenizer.decode(tokenized) == text
     refused = post(server, "/v1/chat/completions", json={**body, "add_generation_prompt": True})
     error = error_of(refused)
     assert refused.status_code == 400 and error["param"] == "continue_final_message"
