@@ -18,10 +18,10 @@ from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids
+from autoglm.errors import quote_value
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
 from autoglm.server import admin
-from autoglm.errors import quote_value
 from autoglm.server.errors import APIError, install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
@@ -45,13 +45,13 @@ from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
 from autoglm.server.stats_logger import log_engine_stats
-from autoglm.server.tokenizer_info import tokenizer_info_of
 from autoglm.server.tenants.access import check_access, check_admin, may_use_model
 from autoglm.server.tenants.authentication import AuthenticationMiddleware
 from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.tenants.rate_limit_middleware import RateLimitMiddleware
 from autoglm.server.tenants.rate_limit_storage import rate_limit_storage
 from autoglm.server.tenants.rate_limits import LimitWindows, TenantRateLimiter
+from autoglm.server.tokenizer_info import tokenizer_info_of
 from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
 logger = logging.getLogger(__name__)
