@@ -274,7 +274,8 @@ class ToolCallInput(APIModel):
 # The roles a chat message may have, as OpenAI names them.
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 # Fields only an assistant message carries (what the model said and did in an earlier turn).
-_ASSISTANT_FIELDS = ("tool_calls", "function_call", "refusal", "audio", "annotations", "reasoning_content")
+_ASSISTANT_FIELDS = ("tool_calls", "function_call", "refusal", "audio", "annotations", "reasoning_content",
+                     "reasoning")
 
 
 class ChatMessage(APIModel):
@@ -289,6 +290,7 @@ class ChatMessage(APIModel):
     tool_calls: list[ToolCallInput] | None = None  # an "assistant" message: the calls it made
     function_call: FunctionCallInput | None = None  # the deprecated form of one call: refused when set
     reasoning_content: str | None = None  # vLLM's: the reasoning behind an assistant turn, for the template
+    reasoning: str | None = None  # vLLM's later name for it (transformers gives templates either as both)
     refusal: str | None = Field(default=None, exclude=True)
     audio: dict[str, Any] | None = Field(default=None, exclude=True)  # an assistant turn's spoken reply, by id
     annotations: list[dict[str, Any]] | None = Field(default=None, exclude=True)  # url citations
@@ -337,8 +339,8 @@ class ChatMessage(APIModel):
 
     def as_template_input(self) -> dict[str, Any]:
         """The mapping chat templates expect: role and content (text parts joined with newlines), plus
-        ``name``, ``tool_call_id``, ``tool_calls`` and ``reasoning_content`` when given, for the templates
-        that use them."""
+        ``name``, ``tool_call_id``, ``tool_calls`` and ``reasoning_content`` (or ``reasoning``) when given,
+        for the templates that use them."""
         if isinstance(self.content, list):
             text = "\n".join(part.text for part in self.content if isinstance(part, TextContentPart))
         else:
@@ -350,8 +352,9 @@ class ChatMessage(APIModel):
             message["tool_call_id"] = self.tool_call_id
         if self.tool_calls is not None:
             message["tool_calls"] = [_template_tool_call(call) for call in self.tool_calls]
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
+        for name in ("reasoning_content", "reasoning"):
+            if getattr(self, name) is not None:
+                message[name] = getattr(self, name)
         return message
 
 

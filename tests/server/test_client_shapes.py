@@ -100,6 +100,8 @@ def test_reasoning_content_and_chat_template_kwargs_reach_the_template(tokenizer
     text = rendered(tokenizer, history, template_kwargs={"enable_thinking": False})
     assert "<|assistant|><think>Hamlet</think>Whether" in text and text.endswith("<|assistant|><think></think>")
     assert rendered(tokenizer, history).endswith("Whether\n<|assistant|>")
+    renamed = [QUESTION, {"role": "assistant", "content": "Whether", "reasoning": "Hamlet"}]  # vLLM's later name
+    assert rendered(tokenizer, renamed) == rendered(tokenizer, history)
 
 
 @pytest.mark.parametrize("name", ["add_generation_prompt", "tokenize", "messages", "chat_template"])
