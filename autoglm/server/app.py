@@ -6,8 +6,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
+from http import HTTPStatus
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.types import DecoratedCallable
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
@@ -16,10 +18,11 @@ from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import check_token_ids
+from autoglm.errors import quote_value
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
 from autoglm.server import admin
-from autoglm.server.errors import install_error_handlers
+from autoglm.server.errors import APIError, install_error_handlers
 from autoglm.server.http_metrics import HTTPMetricsMiddleware
 from autoglm.server.metrics import ServerMetrics
 from autoglm.server.models import admin_routes as model_admin
@@ -36,7 +39,8 @@ from autoglm.server.protocol import (
     TokenizeResponse,
 )
 from autoglm.server.request_body import RequestBodyMiddleware
-from autoglm.server.responses import ModelList
+from autoglm.server.request_ids import RequestIdMiddleware, adopt_request_id
+from autoglm.server.responses import ModelCard, ModelList, TokenizerInfo
 from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
 from autoglm.server.serving_completions import create_completion
 from autoglm.server.state import ServerState
@@ -47,6 +51,7 @@ from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.tenants.rate_limit_middleware import RateLimitMiddleware
 from autoglm.server.tenants.rate_limit_storage import rate_limit_storage
 from autoglm.server.tenants.rate_limits import LimitWindows, TenantRateLimiter
+from autoglm.server.tokenizer_info import tokenizer_info_of
 from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
 logger = logging.getLogger(__name__)
@@ -60,6 +65,12 @@ def server_state(request: Request) -> ServerState:
 State = Depends(server_state)
 
 
+def head_as_get(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """HEAD beside a GET route: the GET's status and headers without its body. The OpenAPI document lists
+    the GET alone (a HEAD operation would only repeat it)."""
+    return router.head(path, include_in_schema=False)
+
+
 @router.get("/health")
 @router.head("/health")
 async def health(state: ServerState = State) -> Response:
@@ -70,11 +81,13 @@ async def health(state: ServerState = State) -> Response:
 
 
 @router.get("/version")
+@head_as_get("/version")
 async def version() -> dict[str, str]:
     return {"version": __version__}
 
 
 @router.get("/metrics")
+@head_as_get("/metrics")
 async def metrics(raw: Request, state: ServerState = State) -> Response:
     """Open, or for an admin key only with the metrics_require_key setting (it shows every tenant's usage)."""
     check_admin(raw)
@@ -82,12 +95,38 @@ async def metrics(raw: Request, state: ServerState = State) -> Response:
 
 
 @router.get("/v1/models")
+@head_as_get("/v1/models")
 async def list_models(raw: Request, state: ServerState = State) -> ModelList:
     """Each served model the key's tenant may use: by name, and (from a registry) each loaded version with its
     aliases."""
     state.check_ready()
-    return ModelList(data=[card for card in model_cards(state.router, state.created)
-                           if may_use_model(raw, model_name_of(card.id))])
+    return ModelList(data=_usable_cards(raw, state))
+
+
+@router.get("/v1/models/{model_id:path}")
+@head_as_get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, raw: Request, state: ServerState = State) -> ModelCard:
+    """One card of /v1/models by its id; a model the key's tenant may not use is as unknown as one not served."""
+    state.check_ready()
+    card = next((card for card in _usable_cards(raw, state) if card.id == model_id), None)
+    if card is None:
+        raise APIError(HTTPStatus.NOT_FOUND, f"the model {quote_value(model_id)} does not exist or you do not have "
+                       f"access to it; GET /v1/models lists those you may use", param="model", code="model_not_found")
+    return card
+
+
+def _usable_cards(raw: Request, state: ServerState) -> list[ModelCard]:
+    return [card for card in model_cards(state.router, state.created) if may_use_model(raw, model_name_of(card.id))]
+
+
+@router.get("/tokenizer_info")
+@head_as_get("/tokenizer_info")
+async def tokenizer_info(raw: Request, model: str | None = None, state: ServerState = State) -> TokenizerInfo:
+    """vLLM's: the tokenizer's special tokens and chat template, for clients that tokenize and render prompts
+    themselves through /tokenize (lm-evaluation-harness asks it when given no tokenizer of its own)."""
+    check_access(raw, model_name_of(model or state.model_name), generates=False)
+    engine = state.route(model).engine.engine
+    return tokenizer_info_of(engine.tokenizer, engine.max_context_len)
 
 
 @router.post("/tokenize")
@@ -96,7 +135,9 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
     check_access(raw, model_name_of(body.model or state.model_name), generates=False)
     served = state.route(body.model)
     if body.messages is not None:
-        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
+        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt,
+                                     continue_final_message=body.continue_final_message,
+                                     template_kwargs=body.chat_template_kwargs)
     else:
         tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=served.engine.engine.max_context_len, tokens=tokens)
@@ -112,12 +153,14 @@ async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState =
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    adopt_request_id(raw, body.request_id)
     check_access(raw, model_name_of(body.model or state.model_name), generates=True)
     return await create_completion(raw, state, body)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    adopt_request_id(raw, body.request_id)
     check_access(raw, model_name_of(body.model or state.model_name), generates=True)
     return await create_chat_completion(raw, state, body)
 
@@ -203,3 +246,4 @@ def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics,
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
     app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)
+    app.add_middleware(RequestIdMiddleware)

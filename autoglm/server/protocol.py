@@ -13,7 +13,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from autoglm.engine.llm_engine import Prompt
@@ -25,6 +25,9 @@ UNKNOWN_FIELD = "unknown_field"
 # but it is not Unicode text, so no tokenizer can read it and no UTF-8 answer can quote it.
 INVALID_TEXT = "invalid_text"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What a request_id may hold: it goes back in a response header.
+MAX_REQUEST_ID_CHARS = 256
+_HEADER_VALUE = re.compile(f"[\\x20-\\x7e]{{1,{MAX_REQUEST_ID_CHARS}}}")
 # One prompt (text or token ids) or a batch of them, as OpenAI's completions take it.
 PromptField = str | list[str] | list[int] | list[list[int]]
 
@@ -131,6 +134,9 @@ class GenerationRequest(APIModel):
     stream_options: StreamOptions | None = None
     user: str | None = None
     priority: int = 0
+    # vLLM's name for the client's own id of the request: echoed in the x-request-id header and logged,
+    # never the engine's id (a retry may send it again). Excluded from dumps: it cannot change the answer.
+    request_id: str | None = Field(default=None, exclude=True)
     # vLLM's extras, for users who already send them.
     ignore_eos: bool = False
     min_tokens: int = 0
@@ -148,6 +154,14 @@ class GenerationRequest(APIModel):
     guided_grammar: str | None = None
     guided_decoding_backend: str | None = None  # accepted where it names what we use: see unsupported.py
     guided_whitespace_pattern: str | None = None  # not implemented: see unsupported.py
+
+    @field_validator("request_id")
+    @classmethod
+    def _fits_a_header(cls, request_id: str | None) -> str | None:
+        if request_id is not None and _HEADER_VALUE.fullmatch(request_id) is None:
+            raise InvalidRequestError(f"must be 1 to {MAX_REQUEST_ID_CHARS} printable ASCII characters, as "
+                                      f"it is echoed in the x-request-id header")
+        return request_id
 
     @property
     def include_usage(self) -> bool:
@@ -180,6 +194,29 @@ class CompletionRequest(GenerationRequest):
 class TextContentPart(APIModel):
     type: Literal["text"]
     text: str
+    # Caching hints (OpenAI's breakpoints, the cache_control litellm and Anthropic's clients send): the
+    # prefix cache needs none. Excluded from dumps, so that they never split the response cache.
+    cache_control: dict[str, Any] | None = Field(default=None, exclude=True)
+    prompt_cache_breakpoint: dict[str, Any] | None = Field(default=None, exclude=True)
+
+
+class RefusalContentPart(APIModel):
+    """An assistant reply's refusal, as OpenAI's history carries it: accepted and not rendered, as the
+    message's own ``refusal`` field is not."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
+class MediaContentPart(BaseModel):
+    """An image, audio, video or file part: its fields are not checked, for it is refused whole
+    (a text-only model) with a message naming it rather than one of its fields."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image_url", "input_audio", "file", "audio_url", "video_url"]
+
+
+ContentPart = Annotated[TextContentPart | RefusalContentPart | MediaContentPart, Field(discriminator="type")]
 
 
 # OpenAI's rule for a function's name.
@@ -234,26 +271,78 @@ class ToolCallInput(APIModel):
     function: FunctionCallInput
 
 
+# The roles a chat message may have, as OpenAI names them.
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+# Fields only an assistant message carries (what the model said and did in an earlier turn).
+_ASSISTANT_FIELDS = ("tool_calls", "function_call", "refusal", "audio", "annotations", "reasoning_content",
+                     "reasoning")
+
+
 class ChatMessage(APIModel):
+    """One turn of the conversation, in any shape OpenAI's or vLLM's clients send it (an assistant reply
+    appended as the client library returned it included). Fields that cannot change what the model reads
+    (``refusal``, an assistant turn's ``audio``, ``annotations``) are accepted and excluded from dumps."""
+
     role: str
-    content: str | list[TextContentPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_call_id: str | None = None  # a "tool" message: the call whose result it holds
     tool_calls: list[ToolCallInput] | None = None  # an "assistant" message: the calls it made
+    function_call: FunctionCallInput | None = None  # the deprecated form of one call: refused when set
+    reasoning_content: str | None = None  # vLLM's: the reasoning behind an assistant turn, for the template
+    reasoning: str | None = None  # vLLM's later name for it (transformers gives templates either as both)
+    refusal: str | None = Field(default=None, exclude=True)
+    audio: dict[str, Any] | None = Field(default=None, exclude=True)  # an assistant turn's spoken reply, by id
+    annotations: list[dict[str, Any]] | None = Field(default=None, exclude=True)  # url citations
 
     @model_validator(mode="after")
-    def _tool_result_names_its_call(self) -> ChatMessage:
-        """A result the model could not match to a call is refused, as OpenAI refuses it."""
+    def _a_turn_the_model_can_read(self) -> ChatMessage:
+        """Refuse what cannot be rendered as it was meant, naming the field at fault: an unknown role, an
+        assistant's field on another turn, a deprecated function_call, a part a text-only model cannot read,
+        and a tool result that names no call (as OpenAI refuses it)."""
+        if self.role not in CHAT_ROLES:
+            raise InvalidRequestError(f"{quote_value(self.role)} is not a chat role; a message's role is one of "
+                                      f"{', '.join(map(quote_value, CHAT_ROLES))}", param="role")
+        if self.role != "assistant":
+            misplaced = next((name for name in _ASSISTANT_FIELDS if getattr(self, name) is not None), None)
+            if misplaced is not None:
+                raise InvalidRequestError(f"only an assistant message carries {misplaced}; this message's role "
+                                          f"is {quote_value(self.role)}", param=misplaced)
+        if self.function_call is not None:
+            raise InvalidRequestError("function_call, the deprecated form of a call, is not supported; send the "
+                                      "call in tool_calls and its result as a 'tool' message", param="function_call")
+        if isinstance(self.content, list):
+            self._check_parts(self.content)
         if self.role == "tool" and not self.tool_call_id:
             raise InvalidRequestError("a tool message must name the tool call it answers: give the id of a call "
                                       "from an earlier assistant message's tool_calls", param="tool_call_id")
         return self
 
+    def _check_parts(self, parts: list[TextContentPart | RefusalContentPart | MediaContentPart]) -> None:
+        for index, part in enumerate(parts):
+            if isinstance(part, MediaContentPart):
+                raise InvalidRequestError(f"this model takes text only, so it cannot read a part of type "
+                                          f"{quote_value(part.type)}; send the content as text",
+                                          param=f"content[{index}]")
+            if isinstance(part, RefusalContentPart) and self.role != "assistant":
+                raise InvalidRequestError("only an assistant message carries a refusal part",
+                                          param=f"content[{index}]")
+
+    @field_serializer("content")
+    def _content_as_read(self, content: str | list[TextContentPart | RefusalContentPart | MediaContentPart] | None
+                         ) -> str | list[dict[str, Any]] | None:
+        """The content without refusal parts, which are not rendered: dumps (the response cache's key
+        among them) hold only what the model reads."""
+        if not isinstance(content, list):
+            return content
+        return [part.model_dump() for part in content if isinstance(part, TextContentPart)]
+
     def as_template_input(self) -> dict[str, Any]:
         """The mapping chat templates expect: role and content (text parts joined with newlines), plus
-        ``name``, ``tool_call_id`` and ``tool_calls`` when given, for the templates that use them."""
+        ``name``, ``tool_call_id``, ``tool_calls`` and ``reasoning_content`` (or ``reasoning``) when given,
+        for the templates that use them."""
         if isinstance(self.content, list):
-            text = "\n".join(part.text for part in self.content)
+            text = "\n".join(part.text for part in self.content if isinstance(part, TextContentPart))
         else:
             text = self.content or ""
         message: dict[str, Any] = {"role": self.role, "content": text}
@@ -263,6 +352,9 @@ class ChatMessage(APIModel):
             message["tool_call_id"] = self.tool_call_id
         if self.tool_calls is not None:
             message["tool_calls"] = [_template_tool_call(call) for call in self.tool_calls]
+        for name in ("reasoning_content", "reasoning"):
+            if getattr(self, name) is not None:
+                message[name] = getattr(self, name)
         return message
 
 
@@ -278,6 +370,14 @@ def check_tool_results_answer_calls(messages: list[ChatMessage]) -> None:
                 f"tool message answers tool call {quote_value(message.tool_call_id)}, which no earlier assistant "
                 f"message's tool_calls holds; a tool message must follow the assistant message that made its call",
                 param=f"messages[{index}].tool_call_id")
+
+
+def check_continuation(continue_final_message: bool, add_generation_prompt: bool) -> None:
+    """As vLLM: a reply continuing the last message cannot also start a new assistant turn."""
+    if continue_final_message and add_generation_prompt:
+        raise InvalidRequestError("continue_final_message continues the last message, and add_generation_prompt "
+                                  "would start a new assistant turn after it; set add_generation_prompt to false",
+                                  param="continue_final_message")
 
 
 def _template_tool_call(call: ToolCallInput) -> dict[str, Any]:
@@ -299,6 +399,10 @@ class ChatCompletionRequest(GenerationRequest):
     logprobs: bool = False
     top_logprobs: int | None = None
     add_generation_prompt: bool = True
+    # vLLM's: the last message is left open for the model to continue (add_generation_prompt must then
+    # be false), and extra variables for the chat template, which uses them or not.
+    continue_final_message: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
     tools: list[ToolDefinition] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None  # None: OpenAI's default, true
@@ -306,11 +410,13 @@ class ChatCompletionRequest(GenerationRequest):
     metadata: dict[str, str] | None = None
     prompt_cache_key: str | None = None  # the prefix cache needs no hint
     safety_identifier: str | None = None
+    prompt_cache_options: dict[str, Any] | None = Field(default=None, exclude=True)  # the prefix cache needs none
     # OpenAI's fields this server does not implement: accepted only at values that ask for nothing.
     audio: dict[str, Any] | None = None
     function_call: str | dict[str, Any] | None = None
     functions: list[dict[str, Any]] | None = None
     modalities: list[str] | None = None
+    moderation: dict[str, Any] | None = None
     prediction: dict[str, Any] | None = None
     prompt_cache_retention: str | None = None
     reasoning_effort: str | None = None
@@ -320,8 +426,9 @@ class ChatCompletionRequest(GenerationRequest):
     web_search_options: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _tool_results_answer_calls(self) -> ChatCompletionRequest:
+    def _a_conversation_to_answer(self) -> ChatCompletionRequest:
         check_tool_results_answer_calls(self.messages)
+        check_continuation(self.continue_final_message, self.add_generation_prompt)
         return self
 
     @property
@@ -338,6 +445,8 @@ class TokenizeRequest(APIModel):
     messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
+    continue_final_message: bool = False  # as chat completions take them
+    chat_template_kwargs: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> TokenizeRequest:
@@ -345,6 +454,7 @@ class TokenizeRequest(APIModel):
             raise InvalidRequestError("give exactly one of 'prompt' or 'messages'")
         if self.messages is not None:
             check_tool_results_answer_calls(self.messages)
+            check_continuation(self.continue_final_message, self.add_generation_prompt)
         return self
 
 

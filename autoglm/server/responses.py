@@ -110,8 +110,11 @@ class DeltaToolCall(BaseModel):
 
 
 class DeltaMessage(BaseModel):
-    role: Literal["assistant"] | None = None
-    content: str | None = None
+    """What a chunk adds to a choice's message: the role in its first chunk only, then what is new. A field
+    with nothing to add is left out, as OpenAI leaves it out, rather than sent as null."""
+
+    role: Literal["assistant"] | None = Field(default=None, exclude_if=_absent)
+    content: str | None = Field(default=None, exclude_if=_absent)
     tool_calls: list[DeltaToolCall] | None = Field(default=None, exclude_if=_absent)
 
 
@@ -145,3 +148,16 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class TokenizerInfo(BaseModel):
+    """vLLM's /tokenizer_info: the tokenizer's configuration as its tokenizer_config.json gives it, the
+    special tokens as text; never where the model sits on disk."""
+
+    tokenizer_class: str
+    model_max_length: int  # the context the server serves, which a client's prompt plus reply must fit
+    bos_token: str | None
+    eos_token: str | None
+    pad_token: str | None
+    unk_token: str | None
+    chat_template: str | None

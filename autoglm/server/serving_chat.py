@@ -1,6 +1,7 @@
 """POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
@@ -11,6 +12,7 @@ from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
+from autoglm.errors import quote_value
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.errors import APIError
 from autoglm.server.logprobs import chat_logprobs, token_decoder
@@ -45,36 +47,63 @@ from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
 from autoglm.server.unsupported import refuse_unimplemented
 
 
+# Names a request's chat_template_kwargs may not set: apply_chat_template's own arguments (the request's
+# fields set those) and the messages, which the template is given from the request's messages.
+_APPLY_CHAT_TEMPLATE = inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+RESERVED_TEMPLATE_KWARGS = frozenset({"messages"} | {name for name, parameter in _APPLY_CHAT_TEMPLATE.items()
+                                                     if parameter.kind is not inspect.Parameter.VAR_KEYWORD} - {"self"})
+
+
 def render_chat_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage], add_generation_prompt: bool,
-                       char_limit: PromptCharLimit, tools: list[dict[str, Any]] | None = None) -> list[int]:
+                       char_limit: PromptCharLimit, tools: list[dict[str, Any]] | None = None, *,
+                       continue_final_message: bool = False,
+                       template_kwargs: dict[str, Any] | None = None) -> list[int]:
     """Token ids of the conversation (and the tools it may call) as the model was trained to read it; a
     rendering longer than the context could hold is refused before it is tokenized.
 
     The template writes any special tokens itself, so the tokenizer must not add them again. A family
-    whose template reads tool calls and results in its own shapes gets the conversation in those.
+    whose template reads tool calls and results in its own shapes gets the conversation in those. With
+    `continue_final_message` the last message is left open, for the reply to continue it; the template
+    also sees `template_kwargs` (vLLM's chat_template_kwargs, such as enable_thinking).
     """
     if not tokenizer.chat_template:
         raise APIError(HTTPStatus.BAD_REQUEST, "this model has no chat template; use /v1/completions instead",
                        param="messages", code="invalid_value")
+    reserved = sorted(RESERVED_TEMPLATE_KWARGS.intersection(template_kwargs or {}))
+    if reserved:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"chat_template_kwargs may not set {quote_value(reserved[0])}: the "
+                       f"server sets it from the request", param="chat_template_kwargs", code="invalid_value")
     history = [message.as_template_input() for message in messages]
     family = tool_call_family(tokenizer.chat_template)
     if family is not None and family.history is not None:
         history = family.history(history, tools, tokenizer.chat_template)
     try:
         text = tokenizer.apply_chat_template(history, tools=tools, tokenize=False,
-                                             add_generation_prompt=add_generation_prompt)
+                                             add_generation_prompt=add_generation_prompt,
+                                             continue_final_message=continue_final_message, **(template_kwargs or {}))
     except TemplateError as error:
         raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template rejected the messages: {error}",
                        param="messages", code="invalid_value") from None
+    except (TypeError, ValueError) as error:
+        # transformers' check that the template writes out the last message, so that it can be left open; a
+        # template variable the kwargs replaced with a value of another kind (a string where it calls a function).
+        if not (template_kwargs or continue_final_message):
+            raise
+        asked = "chat_template_kwargs" if template_kwargs else "continue_final_message"
+        raise APIError(HTTPStatus.BAD_REQUEST, f"the chat template cannot render the messages with the request's "
+                       f"{asked}: {error}", param=asked, code="invalid_value") from None
     char_limit.check(text)
     return encode_text(tokenizer, text, add_special_tokens=False)
 
 
 async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage], add_generation_prompt: bool,
-                        tools: list[dict[str, Any]] | None = None) -> list[int]:
+                        tools: list[dict[str, Any]] | None = None, *, continue_final_message: bool = False,
+                        template_kwargs: dict[str, Any] | None = None) -> list[int]:
     """The conversation's token ids, rendered and tokenized on a tokenizer worker."""
-    return await tokenizers.run(partial(render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
-                                        char_limit=tokenizers.char_limit, tools=tools))
+    return await tokenizers.run(partial(
+        render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
+        char_limit=tokenizers.char_limit, tools=tools, continue_final_message=continue_final_message,
+        template_kwargs=template_kwargs))
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
@@ -91,7 +120,9 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         await check_tool_schemas(engine.engine, body)  # first: a forced call's grammar is then a cache hit
         await compile_grammar(engine.engine, constraint)
         tools = tool_use.template_tools if tool_use is not None else None
-        token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools)
+        token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools,
+                                        continue_final_message=body.continue_final_message,
+                                        template_kwargs=body.chat_template_kwargs)
         tracker.on_tokens = await admit_generation(raw, body, params, [len(token_ids)], engine.engine.max_context_len)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,

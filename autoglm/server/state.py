@@ -22,6 +22,7 @@ from autoglm.server.models.pool import VersionPool
 from autoglm.server.models.routing import ModelRouter, ModelRoutes, model_name_of
 from autoglm.server.models.served_version import ServedVersion
 from autoglm.server.models.version_ids import version_id
+from autoglm.server.request_ids import client_request_id
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.usage import UsageLedger, default_usage_db
@@ -121,7 +122,8 @@ class ServerState:
         principal = request_principal(request)
         return RequestTracker(f"{id_prefix}-{uuid.uuid4().hex}", self.metrics,
                               tenant=principal.tenant.id if principal is not None else None, usage=self.usage,
-                              prompt=prompt if self.config.log_prompts else None)
+                              prompt=prompt if self.config.log_prompts else None,
+                              client_request_id=client_request_id(request))
 
     async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
         """Load what the server serves off the event loop, so /health can answer 503 meanwhile: the versions

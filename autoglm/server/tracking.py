@@ -69,6 +69,7 @@ class RequestTracker:
     tenant: str | None = None
     usage: UsageLedger | None = None
     prompt: object | None = None
+    client_request_id: str | None = None  # the x-request-id its answer carries (the client's, or made up)
     arrival_time: float = field(default_factory=time.time)
     finish_reason: str | None = None  # of the first choice, in the prompt whose first choice reported last
     first_scheduled_time: float | None = None
@@ -160,6 +161,7 @@ class RequestTracker:
             self._count_for_tenant(self.tenant, self.finish_reason if status == HTTPStatus.OK else None, counts)
         line = {
             "request_id": self.request_id,
+            "x_request_id": self.client_request_id,
             "tenant": self.tenant,
             "model": self.model or self.metrics.model_name,
             "status": status,

@@ -22,8 +22,8 @@ class UnimplementedField:
     harmless: tuple[Any, ...]  # the values that ask for nothing beyond what the server does anyway
 
     def allowed(self) -> str:
-        values = [json.dumps(value) for value in self.harmless]
-        return ", ".join(values[:-1]) + " or " + values[-1]
+        *others, last = [json.dumps(value) for value in self.harmless]
+        return f"{', '.join(others)} or {last}" if others else last
 
 
 UNIMPLEMENTED_FIELDS = (
@@ -34,7 +34,8 @@ UNIMPLEMENTED_FIELDS = (
     UnimplementedField("audio", (None,)),
     UnimplementedField("function_call", (None, "none", "auto")),  # "auto" with no functions is "none"
     UnimplementedField("functions", (None, [])),
-    UnimplementedField("modalities", (None, ["text"])),
+    UnimplementedField("modalities", (None, [], ["text"])),
+    UnimplementedField("moderation", (None,)),
     UnimplementedField("prediction", (None,)),
     UnimplementedField("prompt_cache_retention", (None, "in_memory")),
     UnimplementedField("reasoning_effort", (None,)),

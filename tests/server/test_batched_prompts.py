@@ -110,7 +110,16 @@ def test_bad_best_of_is_400(server, body, message):
     assert error_of(response)["param"] == "best_of" and message in error_of(response)["message"]
 
 
-def test_best_of_equal_to_n_streams(server):
-    with httpx.stream("POST", server.url + "/v1/completions",
-                      json={"prompt": PROMPTS[0], "max_tokens": 2, "n": 2, "best_of": 2, "stream": True}) as response:
-        assert response.status_code == 200 and sse_payloads(response)[-1] == "[DONE]"
+def test_best_of_equal_to_n_streams_each_choice_as_the_whole_answer_gives_it(server):
+    body = {"prompt": PROMPTS[0], "max_tokens": 4, "n": 2, "best_of": 2, "temperature": 1.0, "seed": 13,
+            "ignore_eos": True}
+    whole = post(server, "/v1/completions", json=body).json()["choices"]
+    with httpx.stream("POST", server.url + "/v1/completions", json={**body, "stream": True}) as response:
+        payloads = sse_payloads(response)
+    assert response.status_code == 200 and payloads[-1] == "[DONE]"
+    texts: dict[int, str] = {}
+    for chunk in map(json.loads, payloads[:-1]):
+        for choice in chunk["choices"]:
+            texts[choice["index"]] = texts.get(choice["index"], "") + choice["text"]
+    assert texts == {choice["index"]: choice["text"] for choice in whole} and len(texts) == 2
+    assert texts[0] != texts[1]  # two draws, not one sent twice

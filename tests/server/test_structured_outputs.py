@@ -123,8 +123,24 @@ def test_chat_takes_response_format_as_the_openai_client_sends_it(server):
 def test_every_one_of_n_choices_matches(server):
     choices = server.openai().chat.completions.create(
         model=MODEL, messages=MESSAGES, n=4, seed=3, extra_body={"guided_regex": REGEX}).choices
+    assert [choice.index for choice in choices] == [0, 1, 2, 3]
     for choice in choices:
         check_regex(choice.message.content)
+
+
+def test_each_of_n_streamed_choices_is_the_whole_answers_valid_json(server):
+    client = server.openai()
+    request = {"model": MODEL, "messages": MESSAGES, "n": 3, "seed": 7, "temperature": 1.0, "max_tokens": MAX_TOKENS,
+               "response_format": json_schema_format(PET_SCHEMA)}
+    whole = client.chat.completions.create(**request).choices
+    texts: dict[int, str] = {}
+    for chunk in client.chat.completions.create(**request, stream=True):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+    assert sorted(texts) == [choice.index for choice in whole] == [0, 1, 2]
+    for choice in whole:
+        assert texts[choice.index] == choice.message.content
+        check_pet(texts[choice.index])
 
 
 @pytest.mark.parametrize("name", ["response_format json_schema", "guided_regex", "structured_outputs grammar"])

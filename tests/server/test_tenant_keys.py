@@ -48,9 +48,10 @@ def complete(server, key: str) -> openai.types.Completion:
     return client(server, key).completions.create(model=MODEL, prompt="Hello", max_tokens=2)
 
 
-@pytest.mark.parametrize("path", ["/v1/models", "/tokenize", "/detokenize", "/v1/completions", "/v1/chat/completions"])
+@pytest.mark.parametrize("path", ["/v1/models", "/tokenize", "/detokenize", "/tokenizer_info", "/v1/completions",
+                                  "/v1/chat/completions"])
 def test_a_request_without_a_key_is_401_in_openais_shape(keyed_server, path):
-    method = "GET" if path == "/v1/models" else "POST"
+    method = "GET" if path in ("/v1/models", "/tokenizer_info") else "POST"
     response = httpx.request(method, keyed_server.url + path, json={})
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "invalid_api_key"
@@ -121,6 +122,15 @@ def test_a_model_outside_the_tenants_list_is_403(keyed_server, tenants):
 
 def test_models_lists_only_the_tenants_models(keyed_server, tenants):
     assert list(client(keyed_server, tenants.keys["elsewhere-key"]).models.list()) == []
+
+
+def test_a_model_outside_the_tenants_list_is_retrieved_as_an_unknown_one(keyed_server, tenants):
+    assert client(keyed_server, tenants.keys["team-key"]).models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError) as raised:
+        client(keyed_server, tenants.keys["elsewhere-key"]).models.retrieve(MODEL)
+    assert raised.value.code == "model_not_found"
+    refused = httpx.get(keyed_server.url + f"/v1/models/{MODEL}", headers={"x-request-id": "who-1"})
+    assert refused.status_code == 401 and refused.headers["x-request-id"] == "who-1"
 
 
 def test_health_metrics_and_version_stay_open(keyed_server):

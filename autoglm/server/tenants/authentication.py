@@ -13,7 +13,7 @@ from autoglm.server.tenants.keyring import KeyRing, invalid_key
 # Routes that need a key: the OpenAI API, the tokenizer's, the admin routes, and /metrics if the
 # metrics_require_key setting says so. /health and /version stay open.
 _KEYED_PREFIXES = ("/v1/", "/admin/")
-_KEYED_PATHS = frozenset({"/tokenize", "/detokenize"})
+_KEYED_PATHS = frozenset({"/tokenize", "/detokenize", "/tokenizer_info"})
 METRICS_PATH = "/metrics"
 PRINCIPAL_STATE = "principal"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 
 import jsonschema
 import openai
@@ -84,34 +85,91 @@ def test_required_calls_one_of_the_tools_and_only_one_without_parallel_calls(qwe
     assert_valid_call(call, {"get_weather", "get_time"})
 
 
+def streamed_calls(chunks) -> tuple[dict[int, list[dict[str, str]]], dict[int, str | None]]:
+    """Each choice's calls as its deltas build them (a call's first delta names it; later ones only add to its
+    arguments), and each choice's last finish reason."""
+    calls: dict[int, dict[int, dict[str, str]]] = {}
+    finish_reasons: dict[int, str | None] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            finish_reasons[choice.index] = choice.finish_reason
+            own = calls.setdefault(choice.index, {})
+            for delta in choice.delta.tool_calls or []:
+                if delta.id is not None:  # a call's first delta: id, type and name
+                    assert delta.index not in own and delta.type == "function"
+                    own[delta.index] = {"name": delta.function.name, "arguments": ""}
+                else:
+                    assert delta.function.name is None
+                own[delta.index]["arguments"] += delta.function.arguments
+    return {index: list(own.values()) for index, own in calls.items()}, finish_reasons
+
+
+def as_dicts(calls) -> list[dict[str, str]]:
+    return [{"name": call.function.name, "arguments": call.function.arguments} for call in calls or []]
+
+
 @pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
 def test_a_streamed_forced_call_matches_the_whole_answer(qwen_server, tool_choice):
     client = qwen_server.openai()
     request = {"model": "tiny-qwen", "messages": MESSAGES, "tools": TOOLS, "tool_choice": tool_choice,
                "parallel_tool_calls": False, "seed": 3, **SAMPLED}
     whole = client.chat.completions.create(**request).choices[0]
-    calls: dict[int, dict[str, str]] = {}
-    finish_reasons = []
-    for chunk in client.chat.completions.create(**request, stream=True):
-        for choice in chunk.choices:
-            finish_reasons.append(choice.finish_reason)
-            for delta in choice.delta.tool_calls or []:
-                if delta.id is not None:  # a call's first delta: id, type and name
-                    assert delta.index not in calls and delta.type == "function"
-                    calls[delta.index] = {"name": delta.function.name, "arguments": ""}
-                else:
-                    assert delta.function.name is None
-                calls[delta.index]["arguments"] += delta.function.arguments
-    assert [call["name"] for call in calls.values()] == [call.function.name for call in whole.message.tool_calls]
-    assert [call["arguments"] for call in calls.values()] == [c.function.arguments for c in whole.message.tool_calls]
-    assert finish_reasons[-1] == whole.finish_reason == ("tool_calls" if tool_choice == "required" else "stop")
+    calls, finish_reasons = streamed_calls(client.chat.completions.create(**request, stream=True))
+    assert calls[0] == as_dicts(whole.message.tool_calls)
+    assert finish_reasons[0] == whole.finish_reason == ("tool_calls" if tool_choice == "required" else "stop")
 
 
-def test_a_forced_call_cut_off_by_max_tokens_reports_length(qwen_server):
-    chat = qwen_server.openai().chat.completions.create(
-        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, tool_choice="required", max_tokens=3, seed=0)
-    assert chat.choices[0].finish_reason == "length"
-    assert chat.choices[0].message.tool_calls is None or chat.choices[0].message.tool_calls[0].function.name
+def test_forced_calls_stream_for_each_of_n_choices(qwen_server):
+    client = qwen_server.openai()
+    request = {"model": "tiny-qwen", "messages": MESSAGES, "tools": TOOLS, "tool_choice": "required", "n": 3,
+               "seed": 5, **SAMPLED}
+    whole = client.chat.completions.create(**request)
+    calls, finish_reasons = streamed_calls(client.chat.completions.create(**request, stream=True))
+    assert sorted(calls) == [choice.index for choice in whole.choices] == [0, 1, 2]
+    for choice in whole.choices:
+        assert calls[choice.index] == as_dicts(choice.message.tool_calls) and calls[choice.index]
+        assert finish_reasons[choice.index] == choice.finish_reason == "tool_calls"
+        for call in calls[choice.index]:
+            jsonschema.validate(json.loads(call["arguments"]), PARAMETERS[call["name"]])
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_a_forced_call_cut_off_by_max_tokens_keeps_its_partial_call(qwen_server, tool_choice):
+    client = qwen_server.openai()
+    request = {"model": "tiny-qwen", "messages": MESSAGES, "tools": TOOLS, "tool_choice": tool_choice,
+               "parallel_tool_calls": False, "seed": 3, **SAMPLED}
+    answer = client.chat.completions.create(**request, logprobs=True).choices[0]
+    (whole,) = answer.message.tool_calls
+    # The tokens that end the call's name ("required" writes it; a named function's call has it from the start).
+    written = b""
+    for named_at, token in enumerate(answer.logprobs.content, 1):
+        written += bytes(token.bytes)
+        if tool_choice != "required" or re.search(rb'"name"\s*:\s*"\w+"', written):
+            break
+    for max_tokens in (named_at, named_at + 4):
+        choice = client.chat.completions.create(**{**request, "max_tokens": max_tokens}).choices[0]
+        assert choice.finish_reason == "length"
+        (cut,) = choice.message.tool_calls
+        assert cut.function.name == whole.function.name
+        assert whole.function.arguments.startswith(cut.function.arguments)
+        assert len(cut.function.arguments) < len(whole.function.arguments)
+
+
+# A Qwen model's own call, written out by a grammar since a random model never writes one: "auto" must read it.
+SERVED_CALL = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("before", ["", "Let me look.\n"])
+def test_auto_reads_a_call_the_model_writes_whole_and_streamed(qwen_server, before):
+    client = qwen_server.openai()
+    request = {"model": "tiny-qwen", "messages": MESSAGES, "tools": TOOLS, "max_tokens": 200, "temperature": 0,
+               "extra_body": {"guided_choice": [before + SERVED_CALL]}}
+    choice = client.chat.completions.create(**request).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert as_dicts(choice.message.tool_calls) == [{"name": "get_time", "arguments": '{"zone": "CET"}'}]
+    assert choice.message.content == (before or None)
+    calls, finish_reasons = streamed_calls(client.chat.completions.create(**request, stream=True))
+    assert calls[0] == as_dicts(choice.message.tool_calls) and finish_reasons[0] == "tool_calls"
 
 
 def test_auto_reads_the_templates_format_and_leaves_text_as_content(qwen_server):
@@ -139,6 +197,19 @@ def test_a_tool_result_goes_back_through_the_template(qwen_server):
     chat = qwen_server.openai().chat.completions.create(model="tiny-qwen", messages=history, tools=TOOLS,
                                                         max_tokens=4, temperature=0)
     assert chat.choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize("exclude_none", [False, True])
+def test_a_call_appended_as_the_client_returned_it_goes_back_with_its_result(qwen_server, exclude_none):
+    client = qwen_server.openai()
+    reply = client.chat.completions.create(
+        model="tiny-qwen", messages=MESSAGES, tools=TOOLS, seed=1,
+        tool_choice={"type": "function", "function": {"name": "get_time"}}, **SAMPLED).choices[0].message
+    history = [*MESSAGES, reply.model_dump(exclude_none=exclude_none),
+               {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "noon"}]
+    again = client.chat.completions.create(model="tiny-qwen", messages=history, tools=TOOLS, max_tokens=4,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    assert again.choices[0].finish_reason == "length"
 
 
 @pytest.mark.parametrize("body, param, words", [
