@@ -81,10 +81,6 @@ class KeyedRay:
         return key
 
 
-def registry_of_two_versions(versions_registry: Path, folder: Path) -> Path:
-    return Path(shutil.copytree(versions_registry, folder / "registry"))
-
-
 def prompts_per_replica(url: str, key: str) -> dict[str, str]:
     """A prompt for each replica: prompts tried in turn until each replica has taken one."""
     prompts: dict[str, str] = {}
@@ -107,7 +103,7 @@ def keyed_ray(versions_registry, tmp_path_factory) -> Iterator[KeyedRay]:
     keys = {name: tenants.add_key(name, tenant) for name, tenant in
             (("admin", "ops"), ("doomed", "team"), ("limited", "limited"))}
     tenants_file = tenants.write(folder / "tenants.yaml")
-    registry = registry_of_two_versions(versions_registry, folder)
+    registry = Path(shutil.copytree(versions_registry, folder / "registry"))  # promotes move its aliases
     with running_redis(folder) as redis:
         ray.init(num_cpus=NUM_REPLICAS, include_dashboard=False, log_to_driver=False)
         port = free_port()
