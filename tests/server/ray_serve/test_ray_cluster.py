@@ -1,6 +1,6 @@
 """Two replicas of the embedded model on a local Ray cluster, behind Ray's HTTP proxy.
 
-One cluster for the module (starting one takes many seconds and about a gigabyte): mixed traffic
+One application for the module, on the folder's cluster (conftest.py): mixed traffic
 through the official client answers as one server does, prompts sharing a long prefix stay on
 one replica (whose own metrics port shows the cache hits), and a replica killed under load fails
 only the requests it held before Ray replaces it. The kill comes last: it changes the replicas.
@@ -20,7 +20,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 from autoglm.server.ray_serve.application import ENGINE_DEPLOYMENT, build_application
 from autoglm.server.ray_serve.engine_replica import REPLICA_HEADER
-from tests.server.live_server import (BASE_SETTINGS, free_port, free_port_pair, scrape_metrics, start_server,
+from tests.server.live_server import (BASE_SETTINGS, free_port_pair, scrape_metrics, start_server,
                                       wait_until)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
@@ -53,16 +53,13 @@ class RayServe:
 
 
 @pytest.fixture(scope="module")
-def ray_serve():
-    ray.init(num_cpus=NUM_REPLICAS, include_dashboard=False, log_to_driver=False)
-    port, metrics_port = free_port(), free_port_pair()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+def ray_serve(ray_proxy_url):
+    metrics_port = free_port_pair()
     config = AutoGLMConfig(**SETTINGS, ray_metrics_port=metrics_port)
     serve.run(build_application(config), name=APP_NAME, route_prefix="/")
-    yield RayServe(f"http://127.0.0.1:{port}",
+    yield RayServe(ray_proxy_url,
                    [f"http://127.0.0.1:{metrics_port + rank}/metrics" for rank in range(NUM_REPLICAS)])
-    serve.shutdown()
-    ray.shutdown()
+    serve.delete(APP_NAME)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 and a promote or rollback reach both before the call answers, a canary one replica rolls back automatically
 ends on both, and a tenant's rate limit, kept in a real redis-server, is one budget for both.
 
-One cluster for the module. Requests are sent to a chosen replica through prefix routing: a prompt's
+One application for the module, on the folder's cluster (conftest.py). Requests are sent to a chosen replica through prefix routing: a prompt's
 replica is the one its text hashes to, so the module first finds a prompt for each replica.
 """
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import ray
 import yaml
 from ray import serve
 
@@ -26,7 +25,7 @@ from autoglm.server.ray_serve.engine_replica import REPLICA_HEADER
 from autoglm.server.ray_serve.fan_out import REPLICAS_HEADER
 from autoglm.server.ray_serve.launch import APP_NAME, reload_every_replica
 from autoglm.server.tenants.keys import generate_key, hash_key
-from tests.server.live_server import BASE_SETTINGS, free_port, wait_until
+from tests.server.live_server import BASE_SETTINGS, wait_until
 from tests.server.model_versions import MODEL
 from tests.server.redis_server import running_redis
 from tests.server.tenants_files import TenantsFixture, bearer
@@ -81,10 +80,6 @@ class KeyedRay:
         return key
 
 
-def registry_of_two_versions(versions_registry: Path, folder: Path) -> Path:
-    return Path(shutil.copytree(versions_registry, folder / "registry"))
-
-
 def prompts_per_replica(url: str, key: str) -> dict[str, str]:
     """A prompt for each replica: prompts tried in turn until each replica has taken one."""
     prompts: dict[str, str] = {}
@@ -100,18 +95,15 @@ def prompts_per_replica(url: str, key: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def keyed_ray(versions_registry, tmp_path_factory) -> Iterator[KeyedRay]:
+def keyed_ray(ray_proxy_url, versions_registry, tmp_path_factory) -> Iterator[KeyedRay]:
     folder = tmp_path_factory.mktemp("keyed-ray")
     tenants = TenantsFixture(tenants=[{"id": "ops", "role": "admin"}, {"id": "team"},
                                       {"id": "limited", "limits": {"requests_per_minute": REQUESTS_PER_MINUTE}}])
     keys = {name: tenants.add_key(name, tenant) for name, tenant in
             (("admin", "ops"), ("doomed", "team"), ("limited", "limited"))}
     tenants_file = tenants.write(folder / "tenants.yaml")
-    registry = registry_of_two_versions(versions_registry, folder)
+    registry = Path(shutil.copytree(versions_registry, folder / "registry"))  # promotes move its aliases
     with running_redis(folder) as redis:
-        ray.init(num_cpus=NUM_REPLICAS, include_dashboard=False, log_to_driver=False)
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
         config = AutoGLMConfig(**BASE_SETTINGS, num_threads=1, ray_min_replicas=NUM_REPLICAS,
                                ray_max_replicas=NUM_REPLICAS, ray_metrics_port=None, tenants_file=str(tenants_file),
                                rate_limit_storage=redis.url, serve_models=(MODEL,), registry_dir=str(registry),
@@ -119,12 +111,10 @@ def keyed_ray(versions_registry, tmp_path_factory) -> Iterator[KeyedRay]:
                                auto_rollback_max_p99_ttft_s=1e-6,
                                model=str(DirectoryRegistry(registry).version(MODEL, "1").path))
         serve.run(build_application(config), name=APP_NAME, route_prefix="/")
-        url = f"http://127.0.0.1:{port}"
         try:
-            yield KeyedRay(url, tenants_file, keys, prompts_per_replica(url, keys["admin"]))
+            yield KeyedRay(ray_proxy_url, tenants_file, keys, prompts_per_replica(ray_proxy_url, keys["admin"]))
         finally:
-            serve.shutdown()
-            ray.shutdown()
+            serve.delete(APP_NAME)
 
 
 def test_a_revoked_key_is_refused_by_every_replica(keyed_ray):

@@ -1,0 +1,25 @@
+"""One local Ray cluster, with Serve's HTTP proxy, for every test here that needs one: starting it takes half a
+minute on a small machine. Each module deploys its own application on it and deletes it when done."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import ray
+from ray import serve
+
+from tests.server.live_server import free_port
+
+# The engine replicas of one application at a time, a CPU each.
+RAY_CPUS = 2
+
+
+@pytest.fixture(scope="package")
+def ray_proxy_url() -> Iterator[str]:
+    """The proxy's address; the cluster stops after the last test of this folder."""
+    ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    yield f"http://127.0.0.1:{port}"
+    serve.shutdown()
+    ray.shutdown()
