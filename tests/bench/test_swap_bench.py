@@ -109,13 +109,13 @@ def test_the_bench_swaps_under_load_on_a_tiny_model(tmp_path, capsys):
     model = make_tiny_checkpoint("llama", tmp_path / "model", seed=1)
     out = tmp_path / "swap.json"
     status = main(["swap", "--model", str(model), "--port", str(free_port()), "--streams", str(STREAMS),
-                   "--output-len", "128", "--rounds", "2", "--settle-s", "0.5", "--serve-args",
+                   "--output-len", "64", "--rounds", "2", "--settle-s", "0.5", "--serve-args",
                    "--max-context-len 256 --kv-cache-memory 4MiB", "--output-json", str(out)])
     assert status == 0, capsys.readouterr().out
     document = json.loads(out.read_text())
     assert [(switch["operation"], switch["target"]) for switch in document["switches"]] == [
         ("promote", "swap@2"), ("rollback", "swap@1")] * 2
-    # Every stream always has a request out, each of 128 engine steps, while an admin call takes none: a
+    # Every stream always has a request out, each of 64 engine steps, while an admin call takes none: a
     # switch has streams in flight across it, at most every stream and the previous switch's probe.
     assert all(1 <= switch["in_flight_across"] <= STREAMS + 1 for switch in document["switches"]), (
         document["switches"])
