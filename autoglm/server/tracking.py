@@ -158,7 +158,8 @@ class RequestTracker:
                 if scheduled is not None:
                     self.metrics.request_queue_time.observe(scheduled - self.arrival_time)
         if self.tenant is not None and counts.prompt:
-            self._count_for_tenant(self.tenant, self.finish_reason if status == HTTPStatus.OK else None, counts)
+            self.metrics.count_tenant_request(self.tenant, self.finish_reason if status == HTTPStatus.OK else None,
+                                              counts.prompt, counts.cached, counts.completion)
         line = {
             "request_id": self.request_id,
             "x_request_id": self.client_request_id,
@@ -182,9 +183,6 @@ class RequestTracker:
             self.on_end(RequestOutcome(status, None if self.first_token_time is None
                                        else self.first_token_time - self.arrival_time, counts.prompt,
                                        counts.completion))
-
-    def _count_for_tenant(self, tenant: str, finished_reason: str | None, counts: TokenCounts) -> None:
-        self.metrics.count_tenant_request(tenant, finished_reason, counts.prompt, counts.cached, counts.completion)
 
     def _usage_added(self, delta: RequestOutput, first_of_prompt: bool, new_tokens: int) -> Usage:
         """What a delta adds to the tenant's usage: its completion tokens, and with a prompt's first delta

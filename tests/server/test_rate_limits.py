@@ -113,6 +113,20 @@ def test_a_request_reserves_its_prompt_and_max_tokens_and_gets_back_what_it_did_
     assert complete(limited_server, key, max_tokens=20).status_code == 200
 
 
+def test_a_client_gone_mid_stream_gets_back_what_was_not_generated(limited_server, tenants, monkeypatch):
+    key = tenants.keys["tpm"]
+    CLOCK.advance(WINDOWS.minute_s)
+    slow_down_steps(limited_server, monkeypatch)  # 20 tokens take 20 steps: the client leaves long before
+    with httpx.stream("POST", limited_server.url + "/v1/completions", headers={"Authorization": f"Bearer {key}"},
+                      json=long_completion(model=MODEL, prompt="Hi", max_tokens=20, stream=True), timeout=60) as stream:
+        lines = stream.iter_lines()
+        next(lines)
+        assert remaining_tokens(limited_server, key) == 30 - (HI_TOKENS + 20)
+        lines.close()
+    assert wait_until(lambda: remaining_tokens(limited_server, key) > 30 - (HI_TOKENS + 20))
+    assert remaining_tokens(limited_server, key) <= 30 - (HI_TOKENS + 1), "the prompt and the tokens sent stay spent"
+
+
 def test_a_request_larger_than_a_whole_window_is_400_naming_max_tokens(limited_server, tenants):
     client = openai.OpenAI(base_url=limited_server.url + "/v1", api_key=tenants.keys["tpm"], max_retries=0)
     with pytest.raises(openai.BadRequestError) as raised:

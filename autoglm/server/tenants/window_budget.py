@@ -60,7 +60,8 @@ class WindowBudgets:
                                      reset_s=max(0.0, end - self._clock())))
 
     async def give_back(self, reservation: Reservation, amount: int) -> None:
-        """Return `amount` of `reservation` to its window, if that window has not ended."""
+        """Return `amount` of `reservation` to its own window; nothing to do once that window has ended, since
+        no one reads its counter any more."""
         if amount > 0 and self._clock() < reservation.window_end:
             await self.outage.watch(self._storage.incr(reservation.key, _expiry(reservation.length_s), -amount))
 
