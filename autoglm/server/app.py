@@ -90,10 +90,18 @@ async def list_models(raw: Request, state: ServerState = State) -> ModelList:
                            if may_use_model(raw, model_name_of(card.id))])
 
 
+def allowed_model(raw: Request, state: ServerState, requested_model: str | None, *, generates: bool) -> str:
+    """The model the request is for (an omitted one chosen among those the key's tenant may use), once the key
+    may use it."""
+    model = state.choose_model(raw, requested_model)
+    check_access(raw, model_name_of(model), generates=generates)
+    return model
+
+
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = State) -> TokenizeResponse:
     """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
-    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     if body.messages is not None:
         tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt)
@@ -104,7 +112,7 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
-    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     check_token_ids(body.tokens, served.engine.engine.model_config.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))
@@ -112,13 +120,13 @@ async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState =
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
+    body.model = allowed_model(raw, state, body.model, generates=True)
     return await create_completion(raw, state, body)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
+    body.model = allowed_model(raw, state, body.model, generates=True)
     return await create_chat_completion(raw, state, body)
 
 
