@@ -60,8 +60,7 @@ def server_state(request: Request) -> ServerState:
 State = Depends(server_state)
 
 
-@router.get("/health")
-@router.head("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])  # one route, so a 405's Allow names both
 async def health(state: ServerState = State) -> Response:
     """200 while requests are served (every model's stable loaded and running); 503 while loading, draining,
     or after an engine loop died."""

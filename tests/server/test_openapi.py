@@ -6,6 +6,7 @@ import sys
 from http import HTTPStatus
 from pathlib import Path
 
+import httpx
 import pytest
 
 from autoglm.config import AutoGLMConfig
@@ -31,6 +32,14 @@ def document() -> dict:
     return build_app(AutoGLMConfig()).openapi()
 
 
+@pytest.fixture(scope="module")
+def full_document(tmp_path_factory) -> dict:
+    """The document of an app with keys and a registry, so with the tenant and model admin routes too."""
+    config = AutoGLMConfig(api_key="agk-openapi-test-key", serve_models=("tiny",),
+                           registry_dir=str(tmp_path_factory.mktemp("registry")))
+    return build_app(config).openapi()
+
+
 def operations(document: dict):
     for path, methods in document["paths"].items():
         for method, operation in methods.items():
@@ -46,15 +55,27 @@ def test_invalid_input_is_documented_as_400_in_the_error_schema_not_fastapis_422
     assert {"message", "type", "param", "code"} == set(document["components"]["schemas"]["ErrorInfo"]["properties"])
 
 
-def test_every_route_documents_its_errors_in_the_error_schema(document):
-    assert set(document["paths"]) == set(ROUTE_ERRORS)  # a new route must say which errors it gives
-    for path, method, operation in operations(document):
+def test_every_route_documents_its_errors_in_the_error_schema(full_document):
+    assert set(full_document["paths"]) == set(ROUTE_ERRORS)  # a new route must say which errors it gives
+    for path, method, operation in operations(full_document):
         for status in (*ROUTE_ERRORS[path], HTTPStatus.INTERNAL_SERVER_ERROR):
             assert operation["responses"][str(status.value)]["content"] == {"application/json": {"schema": ERROR_SCHEMA}}
     for path in GENERATION_ROUTES:
-        answers = document["paths"][path]["post"]["responses"]
+        answers = full_document["paths"][path]["post"]["responses"]
         assert {"200", "400", "401", "403", "404", "413", "429", "500", "503", "504"} == set(answers)
         assert "Retry-After" in answers["429"]["headers"]
+    promote = full_document["paths"]["/admin/models/{name}/promote"]["post"]["responses"]
+    assert {"200", "400", "401", "403", "404", "409", "413", "422", "500"} == set(promote)
+    assert {"200", "400", "401", "403", "500"} == set(full_document["paths"]["/admin/reload"]["post"]["responses"])
+    operation_ids = [operation["operationId"] for _, _, operation in operations(full_document)]
+    assert len(operation_ids) == len(set(operation_ids))
+
+
+def test_options_on_health_is_405_allowing_get_and_head_as_documented(server, document):
+    answer = httpx.options(server.url + "/health", timeout=10)
+    assert answer.status_code == 405
+    assert {method.strip() for method in answer.headers["allow"].split(",")} == {"GET", "HEAD"}
+    assert set(document["paths"]["/health"]) == {"get", "head"}
 
 
 def test_health_metrics_and_streams_are_documented_as_sent(document):
@@ -85,3 +106,12 @@ def test_schema_fuzzer_finds_no_server_error_and_no_answer_the_document_does_not
     finally:
         server.stop()
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def test_a_body_the_schema_allows_is_accepted_and_one_the_server_refuses_the_schema_refuses(server, document):
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    assert httpx.post(server.url + "/v1/chat/completions", json={**chat, "modalities": []}, timeout=60).is_success
+    choice = document["components"]["schemas"]["CompletionRequest"]["properties"]["guided_choice"]
+    assert (choice["minItems"], choice["items"]["minLength"]) == (1, 1)
+    refused = httpx.post(server.url + "/v1/completions", json={"prompt": "Hi", "guided_choice": []}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "guided_choice"
