@@ -188,7 +188,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         app.include_router(served)
     _add_middleware(app, config, state.metrics, keyring, limiter,
                     [route for served in routers for route in served.routes])
-    install_openapi(app)
+    install_openapi(app, config)
     return app
 
 

@@ -17,8 +17,10 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from autoglm.config import AutoGLMConfig
 from autoglm.server.errors import RETRY_AFTER_S, ErrorResponse
 from autoglm.server.responses import ChatCompletionChunk, ChatCompletionResponse, CompletionResponse
+from autoglm.server.schema_bounds import TOKEN_IDS, TOKENIZE_ONE_OF, request_field_bounds
 
 _SCHEMA_REF = "#/components/schemas/{model}"
 # FastAPI's schemas for the 422 it would document.
@@ -93,12 +95,14 @@ _SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
     "/v1/completions": _generation_answer("completion", CompletionResponse, CompletionResponse),
     "/v1/chat/completions": _generation_answer("chat completion", ChatCompletionResponse, ChatCompletionChunk),
 }
+# The request bodies whose fields' ranges schema_bounds states.
+_BOUNDED_REQUESTS = ("CompletionRequest", "ChatCompletionRequest")
 # Models the rewritten answers refer to, which FastAPI does not see in any route's signature.
 _ANSWER_MODELS: tuple[type[BaseModel], ...] = (ErrorResponse, CompletionResponse, ChatCompletionResponse,
                                                ChatCompletionChunk)
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, config: AutoGLMConfig) -> None:
     """Serve the rewritten document at /openapi.json (and so in /docs), built once on first use."""
     fastapi_document = app.openapi
 
@@ -106,7 +110,9 @@ def install_openapi(app: FastAPI) -> None:
     def document() -> dict[str, Any]:
         with warnings.catch_warnings():  # the ids of a route of several methods, made unique below
             warnings.filterwarnings("ignore", "Duplicate Operation ID", UserWarning)
-            return _describe_answers(fastapi_document())
+            described = _describe_answers(fastapi_document())
+        _state_bounds(described, request_field_bounds(config.max_abs_priority))
+        return described
 
     app.openapi = document  # type: ignore[method-assign]
 
@@ -131,6 +137,18 @@ def _describe_answers(document: dict[str, Any]) -> dict[str, Any]:
             for status in (*ROUTE_ERRORS.get(path, ()), HTTPStatus.INTERNAL_SERVER_ERROR):
                 answers[str(status.value)] = _error_answer(status)
     return document
+
+
+def _state_bounds(document: dict[str, Any], bounds: dict[str, dict[str, Any]]) -> None:
+    """Add to the request bodies' fields the ranges and rules the server checks beyond their types."""
+    schemas = document["components"]["schemas"]
+    for name in _BOUNDED_REQUESTS:
+        properties = schemas[name]["properties"]
+        for field, keywords in bounds.items():
+            if field in properties:
+                properties[field].update(keywords)
+    schemas["TokenizeRequest"]["oneOf"] = TOKENIZE_ONE_OF
+    schemas["DetokenizeRequest"]["properties"]["tokens"].update(TOKEN_IDS)
 
 
 def _error_answer(status: HTTPStatus) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from pydantic_core import PydanticCustomError
 
 from autoglm.engine.llm_engine import Prompt
 from autoglm.errors import InvalidRequestError, quote_value
-from autoglm.server.schema_bounds import NON_EMPTY_STRINGS
 
 # The pydantic error type of a field the request model does not declare.
 UNKNOWN_FIELD = "unknown_field"
@@ -145,7 +144,7 @@ class GenerationRequest(APIModel):
     structured_outputs: StructuredOutputsField | None = None
     guided_json: dict[str, Any] | str | None = None
     guided_regex: str | None = None
-    guided_choice: list[str] | None = Field(None, json_schema_extra=NON_EMPTY_STRINGS)
+    guided_choice: list[str] | None = None
     guided_grammar: str | None = None
     guided_decoding_backend: str | None = None  # accepted where it names what we use: see unsupported.py
     guided_whitespace_pattern: str | None = None  # not implemented: see unsupported.py
