@@ -4,13 +4,16 @@ apart; a tenants reload takes effect on entries already kept (a lost model is a 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from autoglm.server.response_cache.outcome import CACHE_HEADER
-from tests.server.live_server import CHAT_TEMPLATE, start_server
+from tests.server.live_server import CHAT_TEMPLATE, free_port, start_server, wait_for_health
 from tests.server.model_versions import MODEL, PROMPT, operate, serve_registry
 from tests.server.redis_server import running_redis
 from tests.server.tenants_files import TenantsFixture, bearer
@@ -46,23 +49,50 @@ def served_once(model: Path, redis_url: str, requests: list[tuple[dict[str, obje
         server.stop()
 
 
-def test_deployments_of_one_name_share_a_redis_entry_only_when_what_produces_the_answer_agrees(chat_model, tmp_path):
+@contextmanager
+def serving_process(model: Path, redis_url: str):
+    """`autoglm serve` of `model` as MODEL on `redis_url`, in a process of its own; yields its URL once started."""
+    port = free_port()
+    command = [sys.executable, "-m", "autoglm", "serve", "--model", str(model), "--port", str(port),
+               "--served-model-name", MODEL, "--response-cache", redis_url, "--max-context-len", "256",
+               "--kv-cache-memory", "4MiB", "--usage-db", ":memory:"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_server_processes_under_one_name_share_a_redis_entry_only_with_the_same_weights(chat_model, tmp_path):
     other_weights = make_tiny_checkpoint("llama", tmp_path / "other-weights", seed=2)
     same_weights = shutil.copytree(chat_model, tmp_path / "same-weights")  # another folder: the path is no part
+    with running_redis(tmp_path) as redis_server, ExitStack() as servers:
+        urls = [servers.enter_context(serving_process(model, redis_server.url))
+                for model in (chat_model, other_weights)]  # starting side by side
+        for url in urls:
+            wait_for_health(url, 200, timeout_s=120)
+        (first, first_choices), (other, other_choices) = (answered(url) for url in urls)
+        ((same, same_choices),) = served_once(same_weights, redis_server.url, [(GREEDY, "/v1/completions")])
+    assert first == "miss"
+    assert other == "miss" and other_choices != first_choices  # its own answer, not the first process's
+    assert same == "hit" and same_choices == first_choices
+
+
+def test_deployments_of_one_name_share_a_redis_entry_only_when_dtype_and_files_agree(chat_model, tmp_path):
     other_template = shutil.copytree(chat_model, tmp_path / "other-template")
     (other_template / "chat_template.jinja").write_text("{# another template #}" + CHAT_TEMPLATE)
+    other_config = shutil.copytree(chat_model, tmp_path / "other-config")
+    (other_config / "generation_config.json").write_text('{"eos_token_id": 3}')
     completion, chat = (GREEDY, "/v1/completions"), (CHAT, "/v1/chat/completions")
     with running_redis(tmp_path) as redis_server:
-        (first, first_choices), (first_chat, _) = served_once(chat_model, redis_server.url, [completion, chat])
-        ((other, other_choices),) = served_once(other_weights, redis_server.url, [completion])
-        ((same, same_choices),) = served_once(same_weights, redis_server.url, [completion])
-        ((half, _),) = served_once(chat_model, redis_server.url, [completion], dtype="bfloat16")
-        ((templated, _),) = served_once(other_template, redis_server.url, [chat])
-    assert (first, first_chat) == ("miss", "miss")
-    assert other == "miss" and other_choices != first_choices  # its own answer, not the first deployment's
-    assert same == "hit" and same_choices == first_choices
-    assert half == "miss"
-    assert templated == "miss"
+        outcomes = served_once(chat_model, redis_server.url, [completion, chat])
+        outcomes += served_once(chat_model, redis_server.url, [completion], dtype="bfloat16")
+        outcomes += served_once(other_template, redis_server.url, [chat])
+        outcomes += served_once(other_config, redis_server.url, [completion])
+        outcomes += served_once(chat_model, redis_server.url, [completion, chat])  # the first again
+    assert [outcome for outcome, _ in outcomes] == ["miss", "miss", "miss", "miss", "miss", "hit", "hit"]
 
 
 def test_a_canary_never_gets_its_stables_cached_answers_nor_the_stable_the_canarys(registry_dir):
