@@ -2,6 +2,7 @@
 deployments that share a cache and a served name but not their weights, files or numerics."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -31,8 +32,9 @@ class AnswerSource:
     kv_cache_dtype: str
     tensor_parallel_size: int  # the split changes the order of the sums
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        """A SHA-256 of every field, worked out once: each deterministic request's key takes it."""
         canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
