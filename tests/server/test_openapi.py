@@ -14,6 +14,8 @@ from autoglm.server.app import build_app
 from autoglm.server.openapi import ROUTE_ERRORS
 from autoglm.server.schema_bounds import FIELD_BOUNDS
 from tests.server.live_server import RunningServer, start_server
+from tests.server.model_versions import serve_registry
+from tests.server.tenants_files import TenantsFixture
 
 ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorResponse"}
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")
@@ -151,6 +153,21 @@ def fuzzed_server(chat_model) -> RunningServer:
 @pytest.mark.timeout(120)
 def test_schema_fuzzer_passes_every_check_on_the_routes_whose_rules_the_schema_states(fuzzed_server, tmp_path):
     result = run_fuzzer(fuzzed_server.url, tmp_path, "--exclude-path-regex", MIXED_RULES)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_schema_fuzzer_passes_every_check_on_the_admin_routes(registry_dir, tmp_path):
+    """With an admin key, on a server with keys and a registry. Key revocation is left out: the fuzzer finds the
+    key's id in /admin/tenants and revokes it."""
+    tenants = TenantsFixture(tenants=[{"id": "ops", "role": "admin"}])
+    key = tenants.add_key("ops-key", "ops")
+    server = serve_registry(registry_dir, tenants_file=str(tenants.write(tmp_path / "tenants.yaml")))
+    try:
+        result = run_fuzzer(server.url, tmp_path, "--include-path-regex", "^/admin/(tenants|usage|reload|models)",
+                            "--phases", "examples,coverage,fuzzing", "-H", f"Authorization: Bearer {key}")
+    finally:
+        server.stop()
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
 
