@@ -55,7 +55,8 @@ def test_answers_to_a_tenant_never_name_a_model_outside_its_list(served, route):
     outsider = ask(url, keys["outsider"], route)
     assert omitted.status_code == 200, omitted.text
     assert unserved.status_code == 404
-    assert unserved.json()["error"]["message"] == f"The model '{UNSERVED}' does not exist; this server serves '{MODEL}'."
+    assert unserved.json()["error"]["message"] == (f"The model '{UNSERVED}' does not exist; this server serves "
+                                                   f"'{MODEL}'.")
     assert forbidden.status_code == 403
     assert forbidden.json()["error"]["message"].endswith(f"it may use: {MODEL}, {UNSERVED}")
     assert outsider.status_code == 403
