@@ -34,8 +34,14 @@ def weight_files(path: Path) -> list[Path]:
 def weights_sha256(path: Path) -> str:
     """Hex SHA-256 over each weight file's name and bytes, in name order: changes if any file changes,
     is renamed, added or removed."""
+    return files_sha256(weight_files(path))
+
+
+def files_sha256(files: list[Path]) -> str:
+    """Hex SHA-256 over each file's name and bytes, in the order given, read in chunks (a weight file may not
+    fit in memory twice)."""
     digest = hashlib.sha256()
-    for file in weight_files(path):
+    for file in files:
         digest.update(file.name.encode() + b"\0")
         with file.open("rb") as stream:
             while chunk := stream.read(_HASH_CHUNK_BYTES):

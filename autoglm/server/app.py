@@ -71,8 +71,7 @@ def head_as_get(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
     return router.head(path, include_in_schema=False)
 
 
-@router.get("/health")
-@router.head("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])  # one route, so a 405's Allow names both
 async def health(state: ServerState = State) -> Response:
     """200 while requests are served (every model's stable loaded and running); 503 while loading, draining,
     or after an engine loop died."""
@@ -124,15 +123,23 @@ def _usable_cards(raw: Request, state: ServerState) -> list[ModelCard]:
 async def tokenizer_info(raw: Request, model: str | None = None, state: ServerState = State) -> TokenizerInfo:
     """vLLM's: the tokenizer's special tokens and chat template, for clients that tokenize and render prompts
     themselves through /tokenize (lm-evaluation-harness asks it when given no tokenizer of its own)."""
-    check_access(raw, model_name_of(model or state.model_name), generates=False)
+    model = allowed_model(raw, state, model, generates=False)
     engine = state.route(model).engine.engine
     return tokenizer_info_of(engine.tokenizer, engine.max_context_len)
+
+
+def allowed_model(raw: Request, state: ServerState, requested_model: str | None, *, generates: bool) -> str:
+    """The model the request is for (an omitted one chosen among those the key's tenant may use), once the key
+    may use it."""
+    model = state.choose_model(raw, requested_model)
+    check_access(raw, model_name_of(model), generates=generates)
+    return model
 
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = State) -> TokenizeResponse:
     """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
-    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     if body.messages is not None:
         tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt,
@@ -145,7 +152,7 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
-    check_access(raw, model_name_of(body.model or state.model_name), generates=False)
+    body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     check_token_ids(body.tokens, served.engine.engine.model_config.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))
@@ -154,14 +161,14 @@ async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState =
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
     adopt_request_id(raw, body.request_id)
-    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
+    body.model = allowed_model(raw, state, body.model, generates=True)
     return await create_completion(raw, state, body)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
     adopt_request_id(raw, body.request_id)
-    check_access(raw, model_name_of(body.model or state.model_name), generates=True)
+    body.model = allowed_model(raw, state, body.model, generates=True)
     return await create_chat_completion(raw, state, body)
 
 
@@ -225,7 +232,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         app.include_router(served)
     _add_middleware(app, config, state.metrics, keyring, limiter,
                     [route for served in routers for route in served.routes])
-    install_openapi(app)
+    install_openapi(app, config)
     return app
 
 

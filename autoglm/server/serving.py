@@ -63,7 +63,7 @@ def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequ
                           served: ServedVersion) -> CacheLookup | None:
     """The request's place in the response cache, keyed by the exact version routed to; None with the cache off."""
     cache = state.response_cache
-    return cache.lookup(raw, body, params, served.version_id) if cache is not None else None
+    return cache.lookup(raw, body, params, served, _tenant_tag(raw)) if cache is not None else None
 
 
 async def serve_generation(raw: Request, served: ServedVersion, tracker: RequestTracker,

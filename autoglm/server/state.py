@@ -105,6 +105,26 @@ class ServerState:
             raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, f"the engine loop of {', '.join(unready)} has stopped; "
                            "the server must be restarted", code="engine_not_running")
 
+    def choose_model(self, raw: Request, requested_model: str | None) -> str:
+        """The model a request is for: `requested_model`, or when it names none the default, else the first
+        served model the key's tenant may use. For a key's tenant, a model it may use and the server does not
+        serve is a 404 naming only models it may use, so that no answer tells a tenant of another's models
+        (without keys, routing answers that 404, naming every model)."""
+        principal = request_principal(raw)
+        if principal is None:
+            return requested_model or self.model_name
+        self.check_ready()
+        may_use = principal.tenant.may_use
+        if requested_model is None:
+            requested_model = self.router.default_for(may_use)
+            if requested_model is None:
+                raise APIError(HTTPStatus.FORBIDDEN, f"tenant '{principal.tenant.id}' may use none of the models "
+                               f"this server serves; it may use: {', '.join(principal.tenant.models)}",
+                               param="model", code="model_not_allowed")
+        if may_use(model_name_of(requested_model)):
+            self.router.check_served(requested_model, may_use)
+        return requested_model
+
     def route(self, requested_model: str | None, routing_key: str = "") -> ServedVersion:
         """The loaded version serving a request for `requested_model`; else the APIError to answer.
         `routing_key` (the request's user, else its id) picks the canary's share."""

@@ -34,7 +34,7 @@ UNIMPLEMENTED_FIELDS = (
     UnimplementedField("audio", (None,)),
     UnimplementedField("function_call", (None, "none", "auto")),  # "auto" with no functions is "none"
     UnimplementedField("functions", (None, [])),
-    UnimplementedField("modalities", (None, [], ["text"])),
+    UnimplementedField("modalities", (None, [], ["text"])),  # no modality named: text, as always
     UnimplementedField("moderation", (None,)),
     UnimplementedField("prediction", (None,)),
     UnimplementedField("prompt_cache_retention", (None, "in_memory")),

@@ -22,8 +22,8 @@ COMPLETIONS = "/v1/completions"
 
 
 def key(body: dict[str, object], version: str = "tiny@1", tenant: str | None = None,
-        route: str = COMPLETIONS) -> str:
-    return response_cache_key(version, tenant, route, CompletionRequest.model_validate(body))
+        route: str = COMPLETIONS, source: str = "weights-a") -> str:
+    return response_cache_key(version, source, tenant, route, CompletionRequest.model_validate(body))
 
 
 def delta(text: str, token_ids: list[int], finished: bool = False) -> RequestOutput:
@@ -80,10 +80,11 @@ def test_delivery_the_asker_and_the_model_alias_do_not_change_the_key(change):
     assert key({**BASE, **change}) == key(BASE)
 
 
-def test_the_version_tenant_and_route_are_part_of_the_key():
+def test_the_version_answer_source_tenant_and_route_are_part_of_the_key():
     assert key(BASE, version="tiny@2") != key(BASE, version="tiny@1")
+    assert key(BASE, source="weights-b") != key(BASE, source="weights-a")
     assert key(BASE, tenant="team-a") != key(BASE, tenant="team-b") != key(BASE)
-    chat = response_cache_key("tiny@1", None, "/v1/chat/completions",
+    chat = response_cache_key("tiny@1", "weights-a", None, "/v1/chat/completions",
                               ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "Hi"}]}))
     assert chat != key({"prompt": "Hi"})
 

@@ -228,7 +228,7 @@ class ModelLifecycle:
             raise APIError(HTTPStatus.UNPROCESSABLE_ENTITY, f"refused to load {served_id}: {error}",
                            code="checksum_mismatch") from None
         try:
-            return await self.pool.load(version.name, version.version, self._load_engine(version))
+            return await self.pool.load(version.name, version.version, self._load_engine(version), version.sha256)
         except APIError:
             raise
         except Exception as error:

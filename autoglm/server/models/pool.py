@@ -16,6 +16,7 @@ from autoglm.server.metrics import ServerMetrics
 from autoglm.server.models.served_version import OutcomeListener, ServedVersion, VersionState
 from autoglm.server.models.version_ids import version_id
 from autoglm.server.native_memory import bound_onednn_primitive_cache
+from autoglm.server.response_cache.source import answer_source
 from autoglm.server.tokenizer_pool import TokenizerPool
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,10 @@ class VersionPool:
     def stats(self) -> dict[str, EngineStats]:
         return {served.version_id: served.engine.stats for served in self._versions.values()}
 
-    async def load(self, name: str, version: str, load_engine: Callable[[], LLMEngine]) -> ServedVersion:
-        """The version, loaded now if it is not loaded (off the event loop: requests go on being served)."""
+    async def load(self, name: str, version: str, load_engine: Callable[[], LLMEngine],
+                   registered_sha256: str | None = None) -> ServedVersion:
+        """The version, loaded now if it is not loaded (off the event loop: requests go on being served).
+        `registered_sha256` is the registry's checksum of its weights, which spares hashing them again."""
         served_id = version_id(name, version)
         if (loaded := self.get(served_id)) is not None:
             return loaded
@@ -88,23 +91,25 @@ class VersionPool:
                            code="too_many_loaded_versions")
         self._loading.add(served_id)
         try:
-            served = await self._start(name, version, load_engine)
+            served = await self._start(name, version, load_engine, registered_sha256)
         finally:
             self._loading.discard(served_id)
         self._versions[served_id] = served
         logger.info("%s loaded", served_id)
         return served
 
-    async def _start(self, name: str, version: str, load_engine: Callable[[], LLMEngine]) -> ServedVersion:
+    async def _start(self, name: str, version: str, load_engine: Callable[[], LLMEngine],
+                     registered_sha256: str | None) -> ServedVersion:
         bound_onednn_primitive_cache()
         engine = await asyncio.to_thread(load_engine)
+        source = await asyncio.to_thread(answer_source, engine, registered_sha256)
         if (on_broken := self.on_engine_broken) is not None:
             engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
                                              engine.prompt_char_limit)
         async_engine = AsyncEngine(engine, self._config.max_waiting_requests, self._config.request_timeout_s)
         async_engine.start()
-        return ServedVersion(name, version, async_engine, tokenizers, self._metrics, self.on_outcome)
+        return ServedVersion(name, version, async_engine, tokenizers, source, self._metrics, self.on_outcome)
 
     def retire(self, served_id: str) -> None:
         """Route nothing new to the version; it unloads (in the background) once its last request ends."""

@@ -2,6 +2,7 @@
 canary's share), an alias, or a version."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -12,6 +13,14 @@ from autoglm.server.models.canary import CanarySplit
 from autoglm.server.models.pool import VersionPool
 from autoglm.server.models.served_version import ServedVersion
 from autoglm.server.models.version_ids import VERSION_SEPARATOR, version_id
+
+# Whether the key's tenant may use a model name; a server without keys allows every one.
+ModelFilter = Callable[[str], bool]
+
+
+def any_model(_: str) -> bool:
+    return True
+
 
 def model_name_of(reference: str) -> str:
     """The model a reference names: NAME of NAME, NAME@ALIAS or NAME@VERSION (what tenants are allowed)."""
@@ -71,9 +80,7 @@ class ModelRouter:
         name, _, after = (requested_model or self.default_name).partition(VERSION_SEPARATOR)
         routes = self.routes.get(name)
         if routes is None:
-            served = ", ".join(f"'{known}'" for known in self.routes)
-            raise APIError(HTTPStatus.NOT_FOUND, f"The model {quote_value(requested_model)} does not exist; this "
-                           f"server serves {served}.", param="model", code="model_not_found")
+            raise self.unknown_model(requested_model, any_model)
         served_id = version_id(name, routes.target(after, routing_key))
         version = self.pool.get(served_id)
         if version is None:
@@ -83,6 +90,25 @@ class ModelRouter:
             raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, f"the engine loop of {version.version_id} has stopped; "
                            "the server must be restarted", code="engine_not_running")
         return version
+
+    def default_for(self, may_use: ModelFilter) -> str | None:
+        """The model of a request that names none: the default, else the first served model the key's tenant
+        may use; None if it may use none."""
+        if may_use(self.default_name):
+            return self.default_name
+        return next((name for name in self.routes if may_use(name)), None)
+
+    def check_served(self, requested_model: str, may_use: ModelFilter) -> None:
+        """Refuse with 404 a model this server does not serve."""
+        if model_name_of(requested_model) not in self.routes:
+            raise self.unknown_model(requested_model, may_use)
+
+    def unknown_model(self, requested_model: str | None, may_use: ModelFilter) -> APIError:
+        """The 404 of a model not served, naming only the served models the key's tenant may use."""
+        served = ", ".join(f"'{known}'" for known in self.routes if may_use(known))
+        listed = f"this server serves {served}" if served else "this server serves no model this key may use"
+        return APIError(HTTPStatus.NOT_FOUND, f"The model {quote_value(requested_model)} does not exist; {listed}.",
+                        param="model", code="model_not_found")
 
     def describe(self, routes: ModelRoutes) -> str:
         """The model's loaded versions with their aliases, e.g. 'm@1 (stable), m@2 (canary)'."""

@@ -9,6 +9,7 @@ from enum import Enum
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.metrics import ServerMetrics
 from autoglm.server.models.version_ids import version_id
+from autoglm.server.response_cache.source import AnswerSource
 from autoglm.server.tokenizer_pool import TokenizerPool
 from autoglm.server.tracking import RequestOutcome, RequestTracker
 
@@ -30,16 +31,19 @@ class ServedVersion:
     """A request that `take`s this version finishes on it, whatever routing does meanwhile; `retire` unloads
     the version once every request it took has ended.
 
-    `version` is empty on a server without a registry, where the one model is known by its name alone.
+    `version` is empty on a server without a registry, where the one model is known by its name alone;
+    `answer_source` (weights, files, numerics) tells apart deployments of one name all the same.
     """
 
     def __init__(self, name: str, version: str, engine: AsyncEngine, tokenizers: TokenizerPool,
-                 metrics: ServerMetrics, on_outcome: OutcomeListener | None = None) -> None:
+                 answer_source: AnswerSource, metrics: ServerMetrics,
+                 on_outcome: OutcomeListener | None = None) -> None:
         self.name = name
         self.version = version
         self.version_id = version_id(name, version)
         self.engine = engine
         self.tokenizers = tokenizers
+        self.answer_source = answer_source
         self.state = VersionState.LOADED
         self._metrics = metrics
         self._on_outcome = on_outcome

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from autoglm.config import AutoGLMConfig, ConfigError
+from autoglm.engine.sequence import TenantTag
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.metrics import ServerMetrics
+from autoglm.server.models.served_version import ServedVersion
 from autoglm.server.protocol import GenerationRequest
 from autoglm.server.request_stream import IndexedOutput
 from autoglm.server.response_cache.answer import CachedAnswer, decode_answer, encode_answer
@@ -18,7 +20,6 @@ from autoglm.server.response_cache.memory_store import MemoryStore
 from autoglm.server.response_cache.outcome import CACHE_HEADER, CacheOutcome
 from autoglm.server.response_cache.replay import recording, replay
 from autoglm.server.response_cache.store import CacheStore
-from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.rate_limit_storage import REDIS_EXTRA
 from autoglm.server.tracking import RequestTracker
 
@@ -38,14 +39,15 @@ class ResponseCache:
         self.max_entry_bytes = max_entry_bytes
         self.metrics = metrics
 
-    def lookup(self, raw: Request, body: GenerationRequest, params: SamplingParams, version_id: str) -> CacheLookup:
-        """The request's place in the cache; nowhere (bypass) when its answer is not fixed."""
+    def lookup(self, raw: Request, body: GenerationRequest, params: SamplingParams, served: ServedVersion,
+               tenant: TenantTag | None) -> CacheLookup:
+        """The request's place in the cache; nowhere (bypass) when its answer is not fixed. Tenants share
+        answers where they share cached prefixes: under one cache_salt."""
         key = None
         if is_deterministic(params):
-            principal = request_principal(raw)
-            key = response_cache_key(version_id, principal.tenant.id if principal is not None else None,
-                                     raw.url.path, body)
-        return CacheLookup(self, key, version_id)
+            key = response_cache_key(served.version_id, served.answer_source.digest,
+                                     tenant.salt if tenant is not None else None, raw.url.path, body)
+        return CacheLookup(self, key, served.version_id)
 
     async def keep(self, key: str, answer: CachedAnswer) -> None:
         value = encode_answer(answer)

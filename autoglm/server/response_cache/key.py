@@ -21,12 +21,16 @@ def is_deterministic(params: SamplingParams) -> bool:
     return params.greedy or params.seed is not None
 
 
-def response_cache_key(version_id: str, tenant: str | None, route: str, body: GenerationRequest) -> str:
-    """A SHA-256 of the canonical JSON of the version, the tenant, the route and the request's fields
-    (after the server's own changes to them, such as a tenant's max_tokens cap)."""
+def response_cache_key(version_id: str, answer_source: str, tenant_scope: str | None, route: str,
+                       body: GenerationRequest) -> str:
+    """A SHA-256 of the canonical JSON of the version, what produces its answers (`answer_source`, a digest
+    of its weights, files and numerics), whose answers these are (`tenant_scope`: a tenant, or the tenants
+    sharing a cache_salt), the route and the request's fields (after the server's own changes to them, such
+    as a tenant's max_tokens cap)."""
     identity = {
         "version": version_id,
-        "tenant": tenant,
+        "source": answer_source,
+        "tenant": tenant_scope,
         "route": route,
         "request": body.model_dump(mode="json", exclude=set(IGNORED_FIELDS)),
     }
