@@ -1,5 +1,5 @@
 # Entry points: `make serve`, `make test` and `make demo`. Each installs into .venv first:
-# serving needs only the package itself; the test suite also installs the `test` extra.
+# serving needs only the package itself; the test suite also installs the `test` and `clients` extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,7 +20,7 @@ $(VENV)/.installed-serve: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-serve
-	$(PIP) install --quiet -e ".[test]"
+	$(PIP) install --quiet -e ".[test,clients]"
 	touch $@
 
 install: $(VENV)/.installed-serve
