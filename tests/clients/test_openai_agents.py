@@ -20,7 +20,8 @@ NO_TRACING = agents.RunConfig(tracing_disabled=True)  # nothing sent to OpenAI's
 
 
 def weather_agent(server, calls: list[dict]) -> object:
-    """An agent whose first turn must call its weather tool (the SDK then lets the model choose), recording each call."""
+    """An agent whose first turn must call its weather tool (the SDK then lets the model choose); each call is
+    recorded in `calls`."""
     @agents.function_tool
     def weather(city: Annotated[str, Field(max_length=8)], unit: Literal["celsius", "fahrenheit"]) -> str:
         """The weather in a city."""
