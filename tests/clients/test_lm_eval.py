@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -72,6 +73,8 @@ def transformers_loglikelihood(model, tokenizer, context: str, continuation: str
 
 def test_local_completions_with_only_model_and_base_url_scores_as_transformers(client_server, qwen_model,
                                                                                 tmp_path):
+    info = httpx.get(client_server.url + "/tokenizer_info", timeout=30)
+    assert info.status_code == 200, "without /tokenizer_info lm-eval downloads the model's name from the hub"
     write_task(tmp_path)
     samples = run_lm_eval(client_server.url, tmp_path)
     assert len(samples) == len(DOCUMENTS)
