@@ -1,5 +1,5 @@
 # Entry points: `make serve`, `make test` and `make demo`. Each installs into .venv first:
-# serving needs only the package itself; the test suite also installs the `test` extra.
+# serving needs only the package itself; the test suite also installs the `test` and `clients` extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,7 +20,7 @@ $(VENV)/.installed-serve: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-serve
-	$(PIP) install --quiet -e ".[test]"
+	$(PIP) install --quiet -e ".[test,clients]"
 	touch $@
 
 install: $(VENV)/.installed-serve
@@ -33,7 +33,8 @@ serve: install
 # On a CPU with bfloat16 matrix units, the tests whose path depends on the CPU run a second time
 # on the path of a CPU without them (the engine's CPU-feature override, and oneDNN's), so one
 # machine shows that both kinds pass.
-CPU_PATH_TESTS := tests/kernels tests/models tests/engine tests/bench tests/test_platforms.py tests/test_default_model.py
+CPU_PATH_TESTS := tests/kernels tests/models tests/engine tests/bench tests/test_platforms.py tests/test_default_model.py \
+	tests/server/test_bfloat16_reference.py
 BF16_FLAGS := avx512_bf16 amx_bf16
 
 # The tenants' shared rate limits are tested against a real redis-server, started by each test.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -12,13 +12,15 @@ from transformers import AutoModelForCausalLM
 class Reference:
     token_ids: list[list[int]]  # greedy continuation per prompt
     logprobs: list[list[float]]  # raw-model log-prob of each chosen token
+    margins: list[list[float]] = field(default_factory=list)  # how far each chosen token's log-prob led the next
 
 
-def greedy_reference(model_dir, prompts: list[list[int]], max_new_tokens: int) -> Reference:
+def greedy_reference(model_dir, prompts: list[list[int]], max_new_tokens: int,
+                     dtype: torch.dtype = torch.float32) -> Reference:
     """transformers ``generate`` one prompt at a time (no padding), never stopping early."""
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     model.generation_config.eos_token_id = None
-    tokens, logprobs = [], []
+    tokens, logprobs, margins = [], [], []
     with torch.inference_mode():
         for prompt in prompts:
             out = model.generate(
@@ -27,10 +29,12 @@ def greedy_reference(model_dir, prompts: list[list[int]], max_new_tokens: int) -
                 pad_token_id=0,
             )
             new = out.sequences[0, len(prompt):].tolist()
-            step_logprobs = [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in zip(out.logits, new)]
+            steps = [torch.log_softmax(step[0].float(), -1) for step in out.logits]
+            top_two = [step.topk(2).values for step in steps]
             tokens.append(new)
-            logprobs.append(step_logprobs)
-    return Reference(tokens, logprobs)
+            logprobs.append([step[t].item() for step, t in zip(steps, new)])
+            margins.append([(first - second).item() for first, second in top_two])
+    return Reference(tokens, logprobs, margins)
 
 
 PARITY_PROMPT_LENGTHS = (3, 9, 16, 17, 25, 33, 40, 48)
