@@ -70,7 +70,7 @@ def test_fields_that_cannot_change_the_answer_are_accepted_and_not_rendered(serv
 
 def test_ignored_fields_do_not_split_the_response_cache():
     def key(body: dict) -> str:
-        return response_cache_key("tiny-llama", None, "chat", ChatCompletionRequest.model_validate(body))
+        return response_cache_key("tiny-llama", "source", None, "chat", ChatCompletionRequest.model_validate(body))
 
     plain = {"messages": [{**QUESTION, "content": [{"type": "text", "text": QUESTION["content"]}]},
                           {"role": "assistant", "content": [{"type": "text", "text": "Whether"}]}]}
