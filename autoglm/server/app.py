@@ -65,13 +65,13 @@ def server_state(request: Request) -> ServerState:
 State = Depends(server_state)
 
 
-def head_as_get(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
-    """HEAD beside a GET route: the GET's status and headers without its body. The OpenAPI document lists
-    the GET alone (a HEAD operation would only repeat it)."""
-    return router.head(path, include_in_schema=False)
+def get_and_head(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """A GET route that answers HEAD too (its status and headers without the body): one route, so a 405's
+    Allow names both. The OpenAPI document lists the GET alone (see openapi.py)."""
+    return router.api_route(path, methods=["GET", "HEAD"])
 
 
-@router.api_route("/health", methods=["GET", "HEAD"])  # one route, so a 405's Allow names both
+@get_and_head("/health")
 async def health(state: ServerState = State) -> Response:
     """200 while requests are served (every model's stable loaded and running); 503 while loading, draining,
     or after an engine loop died."""
@@ -79,22 +79,19 @@ async def health(state: ServerState = State) -> Response:
     return Response(status_code=200)
 
 
-@router.get("/version")
-@head_as_get("/version")
+@get_and_head("/version")
 async def version() -> dict[str, str]:
     return {"version": __version__}
 
 
-@router.get("/metrics")
-@head_as_get("/metrics")
+@get_and_head("/metrics")
 async def metrics(raw: Request, state: ServerState = State) -> Response:
     """Open, or for an admin key only with the metrics_require_key setting (it shows every tenant's usage)."""
     check_admin(raw)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/v1/models")
-@head_as_get("/v1/models")
+@get_and_head("/v1/models")
 async def list_models(raw: Request, state: ServerState = State) -> ModelList:
     """Each served model the key's tenant may use: by name, and (from a registry) each loaded version with its
     aliases."""
@@ -102,8 +99,7 @@ async def list_models(raw: Request, state: ServerState = State) -> ModelList:
     return ModelList(data=_usable_cards(raw, state))
 
 
-@router.get("/v1/models/{model_id:path}")
-@head_as_get("/v1/models/{model_id:path}")
+@get_and_head("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, raw: Request, state: ServerState = State) -> ModelCard:
     """One card of /v1/models by its id; a model the key's tenant may not use is as unknown as one not served."""
     state.check_ready()
@@ -118,8 +114,7 @@ def _usable_cards(raw: Request, state: ServerState) -> list[ModelCard]:
     return [card for card in model_cards(state.router, state.created) if may_use_model(raw, model_name_of(card.id))]
 
 
-@router.get("/tokenizer_info")
-@head_as_get("/tokenizer_info")
+@get_and_head("/tokenizer_info")
 async def tokenizer_info(raw: Request, model: str | None = None, state: ServerState = State) -> TokenizerInfo:
     """vLLM's: the tokenizer's special tokens and chat template, for clients that tokenize and render prompts
     themselves through /tokenize (lm-evaluation-harness asks it when given no tokenizer of its own)."""

@@ -130,6 +130,7 @@ def _describe_answers(document: dict[str, Any]) -> dict[str, Any]:
     for name, schema in answer_schemas["$defs"].items():
         schemas.setdefault(name, schema)
     for path, operations in document["paths"].items():
+        operations.pop("head", None)  # every GET answers HEAD too; a HEAD operation would only repeat it
         for method, operation in operations.items():
             if len(operations) > 1:  # FastAPI gives every method of one route the id it ends with its first
                 operation["operationId"] = f"{operation['operationId'].rsplit('_', 1)[0]}_{method}"
