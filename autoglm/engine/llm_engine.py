@@ -93,9 +93,10 @@ class LLMEngine:
         )
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
+        self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]())
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
-            FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]()), config.max_num_seqs_per_tenant,
+            self.fair_share, config.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
@@ -442,10 +443,13 @@ class LLMEngine:
             accepted = num_accepted(proposed, [entry.token_id for entry in drawn])
             self.spec_decode_stats.record(len(proposed), accepted)
             completion = state.completions[seq.index]
+            delivered = 0
             for entry in drawn[: accepted + 1]:  # stops at a stop, EOS or max_tokens among them
                 self._append_token(state, completion, entry, now)
+                delivered += 1
                 if completion.finish_reason is not None:
                     break
+            self.fair_share.charge_kept_proposals(seq, delivered - 1)
             if accepted and completion.finish_reason is None:
                 seq.num_computed_tokens += accepted  # the kept proposals' K/V, computed by this step
                 self.block_manager.cache_full_blocks(seq)
