@@ -8,7 +8,7 @@ from autoglm.engine.errors import RequestsFailedError
 from autoglm.runner import model_runner
 from autoglm.runner.sampler import SamplingBatch
 from tests.engine.test_engine import assert_idle
-from tests.tiny_models import make_tiny_checkpoint
+from tests.engine.test_step_safety import llm  # noqa: F401 (a fixture: a tiny float32 engine)
 
 # A request with this seed makes every step that samples for it raise (the hook below).
 FAULTY_SEED = 424242
@@ -23,12 +23,6 @@ class FaultySamplingBatch(SamplingBatch):
         if any(row.seed == FAULTY_SEED for row in rows):
             raise RuntimeError("injected sampler fault")
         return super().build(rows, *args, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def llm(tmp_path_factory):
-    model_dir = make_tiny_checkpoint("qwen2", tmp_path_factory.mktemp("qwen2"))
-    return LLM(model=str(model_dir), dtype="float32", max_context_len=128, block_size=4)
 
 
 @pytest.fixture(scope="module")
