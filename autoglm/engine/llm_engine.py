@@ -265,7 +265,8 @@ class LLMEngine:
         self._synchronous_requests.discard(request_id)
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self.requests)
+        """Whether a step has work, or outputs to hand out that a failed step held over."""
+        return bool(self.requests or self._carried_outputs)
 
     @property
     def num_requests(self) -> int:
@@ -342,6 +343,8 @@ class LLMEngine:
             return []
         else:  # one request ran; or none, when the step failed before any was running: then all end
             culprits = suspects or list(self.requests)
+        if not culprits:
+            return []
         for request_id in culprits:
             self.isolation.clear(request_id)
             self.abort_request(request_id)
@@ -357,6 +360,9 @@ class LLMEngine:
                 seq.token_ids.pop()
                 seq.last_token_pending = False
             self._restart_prompt_logprobs(seq)
+            # The failed step may have hashed the block of a last token whose successor never came:
+            # as after any step, the last token is left to compute, so its block is not looked up.
+            del seq.block_hashes[(seq.num_tokens - 1) // self.block_manager.block_size:]
         return list(dict.fromkeys(seq.request_id for seq in requeued if seq.request_id in self.requests))
 
     def _step(self) -> list[RequestOutput]:

@@ -86,3 +86,23 @@ def test_two_faulty_requests_both_end_and_the_others_finish(llm, expected, monke
     assert sorted(failed) == ["faulty-1", "faulty-2"]
     assert tokens == expected
     assert_idle(llm)
+
+
+def test_a_step_failing_after_its_tokens_were_taken_in_loses_none_of_them(llm, expected, monkeypatch):
+    """Tokens appended and requests finished before the failure stay so: the finished ones' outputs
+    come with the next step, the others compute their KV again and go on to the same tokens."""
+    engine = llm.engine
+    append_token = engine._append_token
+    injected = []
+
+    def fail_once_after_a_request_finished(state, completion, *args):
+        append_token(state, completion, *args)
+        if completion.finish_reason is not None and not injected:
+            injected.append(state.request_id)
+            raise RuntimeError("injected fault after a request finished")
+
+    monkeypatch.setattr(engine, "_append_token", fail_once_after_a_request_finished)
+    tokens, failed = run(llm, {})
+    assert injected and failed == []
+    assert tokens == expected
+    assert_idle(llm)
