@@ -19,35 +19,43 @@ def kept(logits, top_k=None, top_p=None):
     return [set(row.nonzero().squeeze(1).tolist()) for row in filtered > float("-inf")]
 
 
-def reference(row, k, p, slack=0.0):
+def float32_sum_error(count: torch.Tensor) -> torch.Tensor:
+    """A bound on the error of a float32 running sum of ``count`` probabilities (each a float32 exp,
+    the sum at most 1): the exps' rounding, then each addition's, at most 2**-24 of the sum each."""
+    return 1e-5 + count * 2.0**-23
+
+
+def reference(row, k, p, slack=0):
     """One row by the definition, in float64: every token at or above the k-th largest logit, then
     every token at or above the least likely of the fewest most likely tokens whose probability
-    reaches p + slack."""
+    reaches p; ``slack`` -1 or 1 moves p by the float32 rounding a running sum of that many tokens
+    may carry, down or up."""
     row = row.double()
     order = row.sort(descending=True).values
     threshold = order[k - 1].item() if 0 < k < len(row) else float("-inf")
     probs = row.masked_fill(row < threshold, float("-inf")).softmax(dim=-1).sort(descending=True).values
     mass_before = probs.cumsum(dim=0) - probs
     if p < 1:
-        count = max(1, int((mass_before < p + slack).sum()))
+        tolerance = float32_sum_error(torch.arange(len(row), dtype=torch.float64))
+        count = max(1, int((mass_before < p + slack * tolerance).sum()))
         threshold = max(threshold, order[count - 1].item())
     return set((row >= threshold).nonzero().squeeze(1).tolist())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
 @given(
     seed=st.integers(0, 2**31),
     scale=st.sampled_from([0.01, 0.5, 2.0, 8.0]),  # flat rows reach past every candidate width
     top_k=st.lists(st.sampled_from([0, 1, 7, 1024, 1025, 9000, VOCAB]), min_size=3, max_size=3),
-    top_p=st.lists(st.sampled_from([1.0, 0.3, 0.9, 0.999]), min_size=3, max_size=3),
+    top_p=st.lists(st.sampled_from([1.0, 0.3, 0.9, 0.999, 1e-46]), min_size=3, max_size=3),  # 1e-46: 0 in float32
 )
 def test_each_row_keeps_what_the_definition_keeps(seed, scale, top_k, top_p):
     """Up to float32 rounding of the running probability: a nucleus may end a few tokens early or
-    late only where the running sum lies within 1e-4 of top_p."""
+    late only where the running sum lies within that rounding's bound of top_p."""
     generator = torch.Generator().manual_seed(seed)
     logits = torch.randn(3, VOCAB, generator=generator) * scale
     for row, k, p, kept_row in zip(logits, top_k, top_p, kept(logits, top_k, top_p)):
-        assert reference(row, k, p, slack=-1e-4) <= kept_row <= reference(row, k, p, slack=1e-4)
+        assert reference(row, k, p, slack=-1) <= kept_row <= reference(row, k, p, slack=1)
 
 
 def test_a_row_keeps_the_same_tokens_alone_or_beside_rows_that_need_a_wider_search():

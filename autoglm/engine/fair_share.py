@@ -24,7 +24,9 @@ class FairSharePolicy(SchedulerPolicy):
     """The least-served tenant, for its weight, goes first; inside a tenant, the order of ``within``.
 
     A tenant's virtual time is the tokens computed for it (prompt and generated alike; prefix-cache
-    hits cost nothing) divided by its weight. Sequences sort on their tenant's virtual time first,
+    hits cost nothing) divided by its weight. Under speculative decoding a step hands a sequence the
+    proposals it kept as well as its next token: those are charged too, when delivered, so a tenant
+    whose text the proposer guesses well gets its weight's share of tokens, not of steps. Sequences sort on their tenant's virtual time first,
     so whenever a slot or budget is free it goes to the tenant furthest behind, and while several
     tenants have work each is served in proportion to its weight, however many requests it queues.
     Preemption takes the last in that order: the tenant furthest ahead gives up its blocks first.
@@ -69,6 +71,15 @@ class FairSharePolicy(SchedulerPolicy):
         for tenant, service in served.items():
             self._virtual_time[tenant] = self.virtual_time(tenant) + service
         self.within.step_scheduled(batch)
+
+    def charge_kept_proposals(self, seq: Sequence, num_kept: int) -> None:
+        """Charge the proposals a step kept for ``seq`` (its next token was charged when scheduled)."""
+        if num_kept <= 0:
+            return
+        tenant = tenant_id(seq)
+        self._virtual_time[tenant] = self.virtual_time(tenant) + num_kept / tenant_weight(seq)
+        if tenant not in self._unfinished and self._virtual_time[tenant] <= self.engine_virtual_time:
+            del self._virtual_time[tenant]  # it went idle in this step: as sequence_finished forgets it
 
     def sequence_queued(self, seq: Sequence) -> None:
         tenant = tenant_id(seq)

@@ -93,9 +93,10 @@ class LLMEngine:
         )
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
+        self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]())
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
-            FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]()), config.max_num_seqs_per_tenant,
+            self.fair_share, config.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
@@ -264,7 +265,8 @@ class LLMEngine:
         self._synchronous_requests.discard(request_id)
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self.requests)
+        """Whether a step has work, or outputs to hand out that a failed step held over."""
+        return bool(self.requests or self._carried_outputs)
 
     @property
     def num_requests(self) -> int:
@@ -341,6 +343,8 @@ class LLMEngine:
             return []
         else:  # one request ran; or none, when the step failed before any was running: then all end
             culprits = suspects or list(self.requests)
+        if not culprits:
+            return []
         for request_id in culprits:
             self.isolation.clear(request_id)
             self.abort_request(request_id)
@@ -356,6 +360,9 @@ class LLMEngine:
                 seq.token_ids.pop()
                 seq.last_token_pending = False
             self._restart_prompt_logprobs(seq)
+            # The failed step may have hashed the block of a last token whose successor never came:
+            # as after any step, the last token is left to compute, so its block is not looked up.
+            del seq.block_hashes[(seq.num_tokens - 1) // self.block_manager.block_size:]
         return list(dict.fromkeys(seq.request_id for seq in requeued if seq.request_id in self.requests))
 
     def _step(self) -> list[RequestOutput]:
@@ -442,10 +449,13 @@ class LLMEngine:
             accepted = num_accepted(proposed, [entry.token_id for entry in drawn])
             self.spec_decode_stats.record(len(proposed), accepted)
             completion = state.completions[seq.index]
+            delivered = 0
             for entry in drawn[: accepted + 1]:  # stops at a stop, EOS or max_tokens among them
                 self._append_token(state, completion, entry, now)
+                delivered += 1
                 if completion.finish_reason is not None:
                     break
+            self.fair_share.charge_kept_proposals(seq, delivered - 1)
             if accepted and completion.finish_reason is None:
                 seq.num_computed_tokens += accepted  # the kept proposals' K/V, computed by this step
                 self.block_manager.cache_full_blocks(seq)

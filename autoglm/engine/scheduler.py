@@ -76,7 +76,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.num_steps = 0
         self.num_preemptions = 0
-        self.isolated_request: str | None = None  # set: only this request's sequences are admitted (step_isolation)
+        self.isolated_request: str | None = None  # set: only this request's sequences run (step_isolation)
 
     @property
     def num_unfinished(self) -> int:
@@ -114,6 +114,8 @@ class Scheduler:
                 continue
             if seq.pending_token_is_last:  # async scheduling: the step in flight ends it
                 continue
+            if self.isolated_request is not None and seq.request_id != self.isolated_request:
+                continue  # waits, its blocks kept, while another request runs alone
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             num_lookahead = self._lookahead_slots(seq, num_new, budget)
             if num_lookahead:

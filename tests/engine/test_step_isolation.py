@@ -8,7 +8,7 @@ from autoglm.engine.errors import RequestsFailedError
 from autoglm.runner import model_runner
 from autoglm.runner.sampler import SamplingBatch
 from tests.engine.test_engine import assert_idle
-from tests.tiny_models import make_tiny_checkpoint
+from tests.engine.test_step_safety import llm  # noqa: F401 (a fixture: a tiny float32 engine)
 
 # A request with this seed makes every step that samples for it raise (the hook below).
 FAULTY_SEED = 424242
@@ -23,12 +23,6 @@ class FaultySamplingBatch(SamplingBatch):
         if any(row.seed == FAULTY_SEED for row in rows):
             raise RuntimeError("injected sampler fault")
         return super().build(rows, *args, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def llm(tmp_path_factory):
-    model_dir = make_tiny_checkpoint("qwen2", tmp_path_factory.mktemp("qwen2"))
-    return LLM(model=str(model_dir), dtype="float32", max_context_len=128, block_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -90,5 +84,25 @@ def test_two_faulty_requests_both_end_and_the_others_finish(llm, expected, monke
     faulty = {name: SamplingParams(seed=FAULTY_SEED, max_tokens=5) for name in ("faulty-1", "faulty-2")}
     tokens, failed = run(llm, faulty, steps_before_faulty=2)
     assert sorted(failed) == ["faulty-1", "faulty-2"]
+    assert tokens == expected
+    assert_idle(llm)
+
+
+def test_a_step_failing_after_its_tokens_were_taken_in_loses_none_of_them(llm, expected, monkeypatch):
+    """Tokens appended and requests finished before the failure stay so: the finished ones' outputs
+    come with the next step, the others compute their KV again and go on to the same tokens."""
+    engine = llm.engine
+    append_token = engine._append_token
+    injected = []
+
+    def fail_once_after_a_request_finished(state, completion, *args):
+        append_token(state, completion, *args)
+        if completion.finish_reason is not None and not injected:
+            injected.append(state.request_id)
+            raise RuntimeError("injected fault after a request finished")
+
+    monkeypatch.setattr(engine, "_append_token", fail_once_after_a_request_finished)
+    tokens, failed = run(llm, {})
+    assert injected and failed == []
     assert tokens == expected
     assert_idle(llm)

@@ -62,6 +62,24 @@ def generate(model_dir, prompts, params, **settings):
     return llm, [[(c.token_ids, c.finish_reason) for c in output.outputs] for output in outputs]
 
 
+def logprob_values(llm, prompts, params) -> list[list[dict[int, float]]]:
+    """Each completion's log-probs, every position's tokens and values, of one prompt after another."""
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    return [[{token_id: entry.logprob for token_id, entry in position.items()} for position in c.logprobs]
+            for output in outputs for c in output.outputs]
+
+
+def assert_same_logprobs(got: list[list[dict[int, float]]], expected: list[list[dict[int, float]]]) -> None:
+    """The same tokens at every position, their log-probs within 1e-4 (float32 computes a verified run
+    in one pass where plain decoding takes one token a pass)."""
+    assert [[sorted(position) for position in c] for c in got] == [[sorted(position) for position in c]
+                                                                    for c in expected]
+    for completion, reference in zip(got, expected):
+        for position, reference_position in zip(completion, reference):
+            for token_id, value in position.items():
+                assert value == pytest.approx(reference_position[token_id], abs=1e-4)
+
+
 def assert_whole(llm) -> None:
     manager = llm.engine.block_manager
     manager.check_invariants()
@@ -96,12 +114,14 @@ def test_a_draft_identical_to_the_target_is_always_accepted(models):
     probe = LLM(model=str(target), dtype="float32", kv_cache_memory=1 << 20)
     llm = LLM(model=str(target), dtype="float32", speculative_config=draft(target, k=3), block_size=4,
               kv_cache_memory=kv_bytes_for_blocks(probe, 8), max_num_batched_tokens=64)
-    for _ in range(2):
-        llm.generate(quoting_prompts(6), GREEDY, use_tqdm=False)
+    speculative = [logprob_values(llm, quoting_prompts(6), GREEDY) for _ in range(2)]
     assert llm.engine.scheduler.num_preemptions > 0 and llm.engine.block_manager.prefix_cache_hits > 0
     stats = llm.engine.get_stats().spec_decode
     assert stats.acceptance_rate == 1.0
     assert stats.accepted_per_position[0] == stats.num_drafts  # near max_tokens drafts are shorter
+    plain = logprob_values(probe, quoting_prompts(6), GREEDY)
+    for run in speculative:  # the log-probs of accepted runs are those plain decoding computes
+        assert_same_logprobs(run, plain)
 
 
 def test_preemption_under_a_tiny_kv_pool(models, spec):
