@@ -79,6 +79,7 @@ class AsyncEngine:
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
         self._broken: EngineBrokenError | None = None  # set under the _wakeup lock; the thread then leaves
         engine.notify_when_broken(self._engine_broken)
+        engine.notify_when_mask_ready(self._mask_ready)
         # Engine request id -> its HTTP request's stream and its prompt's index; engine thread only.
         self._streams: dict[str, tuple[RequestStream, int]] = {}
         self._open_requests: set[str] = set()  # event loop only
@@ -207,7 +208,12 @@ class AsyncEngine:
             return commands
 
     def _has_no_work(self) -> bool:
-        return not (self._stopping or self._broken or self._commands or self.engine.has_unfinished_requests())
+        return not (self._stopping or self._broken or self._commands or self.engine.has_work_to_step())
+
+    def _mask_ready(self) -> None:
+        """From a mask thread: a constrained sequence may run again, wake the engine thread if it sleeps."""
+        with self._wakeup:
+            self._wakeup.notify()
 
     def _engine_broken(self, error: EngineBrokenError) -> None:
         """From the thread that noticed: wake the engine thread, which leaves (the server turns unhealthy)."""
