@@ -21,6 +21,7 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.engine_heartbeat import EngineHeartbeat
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class AsyncEngine:
         self.request_timeout_s = request_timeout_s
         # Replaced by the engine thread after every step; read from anywhere (one attribute store).
         self.stats: EngineStats = engine.get_stats()
+        self.heartbeat = EngineHeartbeat()  # whether the thread is stuck in a step (see /health)
         self._commands: deque[_AddRequests | _AbortRequests] = deque()
         self._wakeup = threading.Condition()
         self._stopping = False
@@ -182,6 +184,7 @@ class AsyncEngine:
                     self._apply(command)
                 if self.engine.has_unfinished_requests():
                     self._step()
+                    self.heartbeat.beat()
                 self.stats = self.engine.get_stats()
         except Exception:
             logger.exception("the engine loop died; the server now answers 503")
@@ -197,8 +200,11 @@ class AsyncEngine:
         if self._has_no_work():
             release_free_memory()
         with self._wakeup:
+            if self._has_no_work():
+                self.heartbeat.sleeping()
             while self._has_no_work():
                 self._wakeup.wait()
+            self.heartbeat.woke()
             if self._broken is not None:
                 raise self._broken
             if self._stopping:
