@@ -34,17 +34,22 @@ class MaskGate:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.opened = threading.Event()
         self.started = 0
-        self._lock = threading.Lock()
+        self._start = threading.Condition()
         compute = GrammarState._next_row
 
         def gated(state: GrammarState):
-            with self._lock:
+            with self._start:
                 self.started += 1
+                self._start.notify_all()
             if not self.opened.wait(HANG_GUARD_S):
                 raise RuntimeError("the mask gate was never opened")
             return compute(state)
 
         monkeypatch.setattr(GrammarState, "_next_row", gated)
+
+    def wait_started(self, count: int) -> None:
+        with self._start:
+            assert self._start.wait_for(lambda: self.started >= count, HANG_GUARD_S)
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +118,7 @@ def test_an_aborted_request_s_mask_jobs_stop(llm, gate):
     ids = [f"aborted-{i}" for i in range(workers.num_threads + 1)]
     for request_id in ids:
         engine.add_request(request_id, "Hello world", constrained())
+    gate.wait_started(workers.num_threads)  # every thread holds a job; the last request's waits in the queue
     done_before = workers.num_done
     for request_id in ids:
         engine.abort_request(request_id)
