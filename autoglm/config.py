@@ -316,6 +316,11 @@ class AutoGLMConfig(BaseModel):
     request_timeout_s: float = Field(
         600.0, gt=0, description="Seconds before an unfinished request is aborted.", json_schema_extra=_SERVER
     )
+    engine_stall_timeout_s: float = Field(
+        120.0, gt=0,
+        description="Seconds an engine may have work yet end no step before /health answers 503 naming the stall.",
+        json_schema_extra=_SERVER,
+    )
     drain_timeout_s: float = Field(
         30.0, ge=0, description="Seconds a stopping server lets running requests finish.", json_schema_extra=_SERVER
     )

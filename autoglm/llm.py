@@ -101,6 +101,7 @@ class LLM:
                         self._decode_logprob_tokens(output)
                         finished[output.request_id] = output
                         bar.update(1)
+                self.engine.wait_for_work()
         return [finished[request_id] for request_id in request_ids]
 
     def _decode_logprob_tokens(self, output: RequestOutput) -> None:

@@ -113,6 +113,12 @@ class LLMEngine:
         self.isolation = StepIsolation()
         self.num_failed_steps = 0
         self._carried_outputs: list[RequestOutput] = []  # of requests that finished in a step that then failed
+        # The mask jobs done when the last step found nothing to run (every sequence waits for its mask); None
+        # once a request came or went since: only a newly computed mask can make one of those runnable.
+        self._idle_at_masks_done: int | None = None
+        # The latest step's time from its schedule to its tokens, which bounds a step's wait for fresh masks.
+        self._last_step_s = 0.0
+        self._scheduled_at = 0.0
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
@@ -126,7 +132,8 @@ class LLMEngine:
         return cls(config)
 
     def close(self) -> None:
-        """Stop the tensor-parallel workers, if any; the engine cannot step after this."""
+        """Stop the tensor-parallel workers, if any, and the mask threads; the engine cannot step after this."""
+        self.grammars.workers.close()
         if self._stop_workers is not None:
             self._stop_workers()
 
@@ -135,6 +142,17 @@ class LLMEngine:
         a tensor-parallel worker died. A single-process engine never does."""
         if self._workers is not None:
             self._workers.add_broken_listener(listener)
+
+    def wait_for_work(self) -> None:
+        """Sleep while :meth:`has_work_to_step` is False for want of a mask, until the next one is computed: a
+        driver that steps in a loop and takes no requests meanwhile (``LLM.generate``) calls it between steps."""
+        if self.requests and self._idle_at_masks_done is not None:
+            self.grammars.workers.wait_past(self._idle_at_masks_done)
+
+    def notify_when_mask_ready(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from a mask thread) each time a constrained sequence's next mask is computed:
+        a driver sleeping while :meth:`has_work_to_step` is False has work again."""
+        self.grammars.workers.add_done_listener(listener)
 
     # ---- requests -------------------------------------------------------------------
     def compile_grammar(self, constraint: StructuredOutputsParams) -> None:
@@ -191,6 +209,7 @@ class LLMEngine:
             self._synchronous_requests.add(request_id)
         self.scheduler.add(seqs[0])
         self.prompt_tokens_total += len(token_ids)
+        self._idle_at_masks_done = None
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
         """The prompt's text (None if it came as bare ids) and its checked token ids; text is
@@ -256,6 +275,7 @@ class LLMEngine:
             if completion.finish_reason is None:
                 completion.finish_reason = "abort"
             self.scheduler.finish(completion.seq)
+        self._idle_at_masks_done = None  # its blocks are free for others
         state.metrics.finished_time = time.time()
         return True
 
@@ -267,6 +287,14 @@ class LLMEngine:
     def has_unfinished_requests(self) -> bool:
         """Whether a step has work, or outputs to hand out that a failed step held over."""
         return bool(self.requests or self._carried_outputs)
+
+    def has_work_to_step(self) -> bool:
+        """Unfinished requests, unless the last step found none it could run and no mask has been computed
+        since (nor a request added or aborted): then a step would find nothing again, and a driver may sleep
+        until :meth:`notify_when_mask_ready` calls. Outputs a failed step held over are work too."""
+        if self._carried_outputs:
+            return True
+        return bool(self.requests) and self._idle_at_masks_done != self.grammars.workers.num_done
 
     @property
     def num_requests(self) -> int:
@@ -369,13 +397,16 @@ class LLMEngine:
         with self.profiler.step():
             current, self._in_flight = self._in_flight, None
             if current is None:
+                masks_done = self.grammars.workers.num_done
                 current = self._launch(previous=None)
+                self._idle_at_masks_done = masks_done if current is None else None
                 if current is None:
                     return []
                 current.advance()
             if self._overlaps():
                 self._in_flight = self._launch(previous=current)
             outputs = self._complete(current)
+            self._last_step_s = time.perf_counter() - self._scheduled_at
             if self._in_flight is not None:
                 self._in_flight.advance()
                 if self._in_flight.is_void:  # every row's sequence finished meanwhile: nothing left to read
@@ -390,6 +421,8 @@ class LLMEngine:
         """Schedule a step and launch it on the device; None when nothing is scheduled. ``previous``: the
         step in flight, whose sampled tokens this one's plan reads on the device."""
         with self.profiler.phase(SCHEDULE):
+            self.grammars.workers.wait_for_fresh(self._last_step_s)
+            self._scheduled_at = time.perf_counter()
             batch = self.scheduler.schedule()
         for seq in batch.preempted:
             self._restart_prompt_logprobs(seq)
@@ -486,8 +519,6 @@ class LLMEngine:
         seq, params = completion.seq, state.params
         token_id = sampled.token_id
         seq.append_token(token_id)
-        if seq.grammar is not None:
-            seq.grammar.accept(token_id)
         self.generation_tokens_total += 1
         if state.metrics.first_token_time is None:
             state.metrics.first_token_time = now
@@ -497,6 +528,8 @@ class LLMEngine:
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
+        if reason is None and seq.grammar is not None:  # an ended sequence needs no mask after its last token
+            seq.grammar.accept(token_id)
         if reason is not None:
             completion.finish_reason, completion.stop_reason = reason, stop_reason
             self.scheduler.finish(seq)
@@ -506,7 +539,7 @@ class LLMEngine:
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:
-        if seq.grammar is not None and seq.grammar.is_terminated:  # it took its stop token, ignore_eos or not
+        if seq.grammar is not None and seq.grammar.terminates(token_id):  # its stop token, ignore_eos or not
             return "stop", None
         if seq.num_output_tokens >= params.min_tokens:
             if token_id in params.stop_token_ids:

@@ -12,7 +12,10 @@ freed and it is recomputed later. The orders themselves live in
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
-admitted: the scheduler always makes progress, whatever the policy.
+admitted: the scheduler always makes progress, whatever the policy, but for one wait: a
+constrained sequence whose next-token mask is still being computed (off the step, see
+:mod:`autoglm.engine.structured_output.mask_workers`) is passed over, running or waiting, until
+it is ready, so a slow grammar delays its own sequence alone.
 """
 from __future__ import annotations
 
@@ -101,6 +104,8 @@ class Scheduler:
         seq.status = SequenceStatus.FINISHED
         self.block_manager.free(seq)
         self.policy.sequence_finished(seq)
+        if seq.grammar is not None:
+            seq.grammar.close()
 
     def schedule(self) -> ScheduledBatch:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
@@ -116,6 +121,8 @@ class Scheduler:
                 continue
             if self.isolated_request is not None and seq.request_id != self.isolated_request:
                 continue  # waits, its blocks kept, while another request runs alone
+            if _awaits_mask(seq):
+                continue
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             num_lookahead = self._lookahead_slots(seq, num_new, budget)
             if num_lookahead:
@@ -186,7 +193,7 @@ class Scheduler:
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
             isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
-            if isolated_out or self._at_tenant_cap(seq, running_per_tenant):
+            if isolated_out or self._at_tenant_cap(seq, running_per_tenant) or _awaits_mask(seq):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)
@@ -230,3 +237,8 @@ class Scheduler:
         if seq.num_computed_tokens >= seq.num_prompt_tokens:
             return []
         return seq.block_hashes[seq.num_published_blocks:]
+
+
+def _awaits_mask(seq: Sequence) -> bool:
+    """Its grammar's mask of the next token is still being computed."""
+    return seq.grammar is not None and not seq.grammar.mask_ready

@@ -74,8 +74,9 @@ def get_and_head(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
 @get_and_head("/health")
 async def health(state: ServerState = State) -> Response:
     """200 while requests are served (every model's stable loaded and running); 503 while loading, draining,
-    or after an engine loop died."""
+    after an engine loop died, or while an engine is stalled (see engine_stall_timeout_s)."""
     state.check_ready()
+    state.check_not_stalled()
     return Response(status_code=200)
 
 

@@ -21,6 +21,7 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.engine_heartbeat import EngineHeartbeat
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
 logger = logging.getLogger(__name__)
@@ -73,12 +74,14 @@ class AsyncEngine:
         self.request_timeout_s = request_timeout_s
         # Replaced by the engine thread after every step; read from anywhere (one attribute store).
         self.stats: EngineStats = engine.get_stats()
+        self.heartbeat = EngineHeartbeat()  # whether the thread is stuck in a step (see /health)
         self._commands: deque[_AddRequests | _AbortRequests] = deque()
         self._wakeup = threading.Condition()
         self._stopping = False
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
         self._broken: EngineBrokenError | None = None  # set under the _wakeup lock; the thread then leaves
         engine.notify_when_broken(self._engine_broken)
+        engine.notify_when_mask_ready(self._mask_ready)
         # Engine request id -> its HTTP request's stream and its prompt's index; engine thread only.
         self._streams: dict[str, tuple[RequestStream, int]] = {}
         self._open_requests: set[str] = set()  # event loop only
@@ -181,6 +184,7 @@ class AsyncEngine:
                     self._apply(command)
                 if self.engine.has_unfinished_requests():
                     self._step()
+                    self.heartbeat.beat()
                 self.stats = self.engine.get_stats()
         except Exception:
             logger.exception("the engine loop died; the server now answers 503")
@@ -196,8 +200,11 @@ class AsyncEngine:
         if self._has_no_work():
             release_free_memory()
         with self._wakeup:
+            if self._has_no_work():
+                self.heartbeat.sleeping()
             while self._has_no_work():
                 self._wakeup.wait()
+            self.heartbeat.woke()
             if self._broken is not None:
                 raise self._broken
             if self._stopping:
@@ -207,7 +214,12 @@ class AsyncEngine:
             return commands
 
     def _has_no_work(self) -> bool:
-        return not (self._stopping or self._broken or self._commands or self.engine.has_unfinished_requests())
+        return not (self._stopping or self._broken or self._commands or self.engine.has_work_to_step())
+
+    def _mask_ready(self) -> None:
+        """From a mask thread: a constrained sequence may run again, wake the engine thread if it sleeps."""
+        with self._wakeup:
+            self._wakeup.notify()
 
     def _engine_broken(self, error: EngineBrokenError) -> None:
         """From the thread that noticed: wake the engine thread, which leaves (the server turns unhealthy)."""

@@ -22,6 +22,10 @@ from autoglm.structured_outputs import StructuredOutputsParams
 
 # The engine's (and vLLM's) name for a constraint, which its errors use.
 ENGINE_FIELD = "structured_outputs"
+# Compiling takes time in proportion to a grammar's size (a 400 kB regex of alternatives took 10 s of a
+# core): past this the request is refused rather than held. The compile cannot be interrupted and ends
+# on its own, into the cache, where a retry of the same constraint finds it.
+GRAMMAR_COMPILE_TIMEOUT_S = 30.0
 # vLLM's older request fields, each the StructuredOutputsParams field it sets.
 GUIDED_FIELDS = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice",
                  "guided_grammar": "grammar"}
@@ -85,13 +89,20 @@ def request_field_error(error: InvalidRequestError, field: str) -> APIError:
     return APIError(HTTPStatus.BAD_REQUEST, message, param=param, code="invalid_value")
 
 
-async def compile_grammar(engine: LLMEngine, constraint: OutputConstraint | None) -> None:
+async def compile_grammar(engine: LLMEngine, constraint: OutputConstraint | None,
+                          timeout_s: float = GRAMMAR_COMPILE_TIMEOUT_S) -> None:
     """Compile the constraint's grammar (or find it in the engine's cache) on a worker thread: a big
     schema takes long enough to stall every connection if compiled on the event loop, and the engine
-    thread would stall every running stream. A bad schema, regex or grammar is a 400 naming its field."""
+    thread would stall every running stream. A bad schema, regex or grammar is a 400 naming its field,
+    and so is one that takes longer than ``timeout_s`` to compile."""
     if constraint is None:
         return
     try:
-        await asyncio.to_thread(engine.compile_grammar, constraint.params)
+        await asyncio.wait_for(asyncio.to_thread(engine.compile_grammar, constraint.params), timeout_s)
     except InvalidRequestError as error:
         raise request_field_error(error, constraint.field) from None
+    except asyncio.TimeoutError:
+        field = constraint.field
+        param = f"{ENGINE_FIELD}.{constraint.params.kind}" if field == ENGINE_FIELD else field
+        raise APIError(HTTPStatus.BAD_REQUEST, f"{param} takes longer than {timeout_s:g} seconds to compile into a "
+                       "grammar; give a smaller one", param=param, code="invalid_value") from None

@@ -125,6 +125,17 @@ class ServerState:
             self.router.check_served(requested_model, may_use)
         return requested_model
 
+    def check_not_stalled(self) -> None:
+        """Refuse with 503 while an engine has had work but ended no step for engine_stall_timeout_s: its
+        requests are stuck, whatever else answers."""
+        limit = self.config.engine_stall_timeout_s
+        stalled = [(served.version_id, seconds) for served in self.pool.held()
+                   if (seconds := served.engine.heartbeat.stalled_for()) > limit]
+        if stalled:
+            names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in stalled)
+            raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, f"the engine of {names} has work but has ended no step "
+                           f"for more than engine_stall_timeout_s={limit:g} seconds", code="engine_stalled")
+
     def route(self, requested_model: str | None, routing_key: str = "") -> ServedVersion:
         """The loaded version serving a request for `requested_model`; else the APIError to answer.
         `routing_key` (the request's user, else its id) picks the canary's share."""

@@ -62,10 +62,10 @@ def test_a_state_follows_the_tokens_it_accepts(tokenizer):
     assert allowed() == {b}
     state.accept(b)
     assert allowed() == {EOS_ID}
-    state.accept(EOS_ID)
-    assert state.is_terminated
+    assert state.terminates(EOS_ID) and not state.terminates(b)
+    state.accept(a)  # refused on the mask thread, raised where the next mask is read
     with pytest.raises(RuntimeError, match="refused token"):
-        state.accept(a)
+        allowed()
 
 
 def test_a_step_without_grammars_has_no_bitmask():

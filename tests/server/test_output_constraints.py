@@ -118,6 +118,33 @@ def test_a_grammar_the_engine_refuses_is_a_400_naming_the_request_field_compiled
     assert engine.thread is not None and engine.thread is not threading.main_thread()
 
 
+class HangingEngine:
+    """Stands in for LLMEngine.compile_grammar: compiles until the test lets it end."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def compile_grammar(self, constraint: StructuredOutputsParams) -> None:
+        self.done.wait(60)
+
+
+@pytest.mark.parametrize("field, param", [("guided_regex", "guided_regex"),
+                                          ("structured_outputs", "structured_outputs.regex")])
+def test_a_grammar_that_compiles_past_the_timeout_is_a_400_naming_its_field(field, param):
+    engine = HangingEngine()
+
+    async def scenario() -> None:
+        try:
+            await compile_grammar(engine, OutputConstraint(StructuredOutputsParams(regex="a"), field), 0.01)
+        finally:
+            engine.done.set()  # before asyncio.run waits for the compiling thread
+
+    with pytest.raises(APIError) as caught:
+        asyncio.run(scenario())
+    assert caught.value.status == 400 and caught.value.body.error.param == param
+    assert str(caught.value) == f"{param} takes longer than 0.01 seconds to compile into a grammar; give a smaller one"
+
+
 def test_no_constraint_compiles_nothing():
     engine = RefusingEngine("never", "structured_outputs")
     asyncio.run(compile_grammar(engine, None))

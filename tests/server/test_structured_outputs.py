@@ -122,10 +122,11 @@ def test_chat_takes_response_format_as_the_openai_client_sends_it(server):
 
 def test_every_one_of_n_choices_matches(server):
     choices = server.openai().chat.completions.create(
-        model=MODEL, messages=MESSAGES, n=4, seed=3, extra_body={"guided_regex": REGEX}).choices
+        model=MODEL, messages=MESSAGES, n=4, seed=3, max_tokens=MAX_TOKENS, extra_body={"guided_regex": REGEX}).choices
     assert [choice.index for choice in choices] == [0, 1, 2, 3]
     for choice in choices:
         check_regex(choice.message.content)
+        assert choice.finish_reason == "stop"
 
 
 def test_each_of_n_streamed_choices_is_the_whole_answers_valid_json(server):

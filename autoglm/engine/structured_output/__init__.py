@@ -1,8 +1,9 @@
 """Structured output on the engine side: constraints compiled to grammars (``GrammarCache``), each
-sequence's place in its grammar (``GrammarState``), and the step's token bitmask built from them
-(``build_token_bitmask``). xgrammar is imported only when the first constraint is compiled."""
+sequence's place in its grammar (``GrammarState``), whose masks worker threads compute off the
+step (``MaskWorkers``), and the step's token bitmask built from them (``build_token_bitmask``). xgrammar is imported only when the first constraint is compiled."""
 from autoglm.engine.structured_output.bitmask import build_token_bitmask
 from autoglm.engine.structured_output.grammar_cache import GrammarCache
 from autoglm.engine.structured_output.grammar_state import GrammarState
+from autoglm.engine.structured_output.mask_workers import MaskWorkers
 
-__all__ = ["GrammarCache", "GrammarState", "build_token_bitmask"]
+__all__ = ["GrammarCache", "GrammarState", "MaskWorkers", "build_token_bitmask"]

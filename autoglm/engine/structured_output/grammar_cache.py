@@ -1,6 +1,7 @@
 """Compiles constraints to grammars over the model's vocabulary, once each: an LRU keyed by the
 constraint, shared by every thread that asks (the server compiles on its worker threads before it
-submits a request, the engine again when the request is added, a cache hit then)."""
+submits a request, the engine again when the request is added, a cache hit then). Its states compute
+their masks on the cache's ``workers``."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.structured_output.grammar_state import GrammarState
+from autoglm.engine.structured_output.mask_workers import MaskWorkers
 from autoglm.engine.structured_output.schema_rewrite import bounded_strings_as_patterns
 from autoglm.engine.structured_output.schema_support import check_enforceable
 from autoglm.errors import InvalidRequestError
@@ -39,6 +41,7 @@ class GrammarCache:
         self._lock = threading.Lock()
         self._compiler: xgrammar.GrammarCompiler | None = None
         self._compiled: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
+        self.workers = MaskWorkers()
 
     def __len__(self) -> int:
         return len(self._compiled)
@@ -62,8 +65,9 @@ class GrammarCache:
         return compiled
 
     def new_state(self, constraint: StructuredOutputsParams) -> GrammarState:
-        """A fresh matcher at the start of the constraint's grammar, for one sequence."""
-        return GrammarState(self.compile(constraint), self.vocab_size)
+        """A fresh matcher at the start of the constraint's grammar, for one sequence; its first mask is
+        computed from now on."""
+        return GrammarState(self.compile(constraint), self.vocab_size, self.workers)
 
     def _compile(self, constraint: StructuredOutputsParams) -> xgrammar.CompiledGrammar:
         compiler = self._get_compiler()
