@@ -173,8 +173,6 @@ def test_schema_fuzzer_passes_every_check_on_the_admin_routes(registry_dir, tmp_
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(reason="repetition_penalty 5e-324 with guided_choice makes the engine step fail (a 500), "
-                          "until the sampler refuses or clamps such values", strict=False)
 def test_schema_fuzzer_passes_every_other_check_on_the_generation_and_token_routes(fuzzed_server, tmp_path):
     result = run_fuzzer(fuzzed_server.url, tmp_path, "--include-path-regex", MIXED_RULES,
                         "--exclude-checks", "positive_data_acceptance")
