@@ -3,12 +3,23 @@ model code knows nothing of kernels, CPUs, quantization or (later) sharding."""
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_selection import WeightQuantization, with_int_weights
-from autoglm.models.linear_method.row_limits import FixedRowLimit, MeasuredRowLimit, RowLimit
+from autoglm.models.linear_method.row_limits import (
+    ALL_ROWS,
+    MEASURED,
+    EveryRow,
+    FixedRowLimit,
+    MeasuredRowLimit,
+    RowLimit,
+    row_limit_for,
+)
 from autoglm.models.linear_method.selection import LinearMethods, linear_methods_for, process_weights_after_loading
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 __all__ = [
+    "ALL_ROWS",
+    "MEASURED",
     "CpuKernelLinearMethod",
+    "EveryRow",
     "FixedRowLimit",
     "LinearMethodBase",
     "LinearMethods",
@@ -17,6 +28,7 @@ __all__ = [
     "UnquantizedLinearMethod",
     "WeightQuantization",
     "linear_methods_for",
+    "row_limit_for",
     "process_weights_after_loading",
     "with_int_weights",
 ]
