@@ -5,7 +5,6 @@ from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_selection import WeightQuantization, with_int_weights
 from autoglm.models.linear_method.row_limits import (
     ALL_ROWS,
-    MEASURED,
     EveryRow,
     FixedRowLimit,
     MeasuredRowLimit,
@@ -17,7 +16,6 @@ from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 __all__ = [
     "ALL_ROWS",
-    "MEASURED",
     "CpuKernelLinearMethod",
     "EveryRow",
     "FixedRowLimit",
@@ -28,7 +26,7 @@ __all__ = [
     "UnquantizedLinearMethod",
     "WeightQuantization",
     "linear_methods_for",
-    "row_limit_for",
     "process_weights_after_loading",
+    "row_limit_for",
     "with_int_weights",
 ]
