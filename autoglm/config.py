@@ -159,11 +159,14 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
-    cpu_kernel_max_rows: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
-        "auto",
+    cpu_kernel_max_rows: Annotated[int, Field(ge=0)] | Literal["all", "auto"] = Field(
+        "all",
         description=(
-            "Steps of at most this many rows take the CPU linear kernel, more take PyTorch's matmul; 'auto' "
-            "measures the crossover per weight shape once per machine (kept beside the kernel builds)."
+            "'all': every step takes the CPU linear kernel and every query the decode attention kernel, so each "
+            "token is computed as it would be alone and greedy output does not depend on the batch; 'auto' or a "
+            "number: steps of more rows than measured per weight shape (kept beside the kernel builds), or than "
+            "that number, take PyTorch's matmul, and prompts PyTorch's attention: faster prompts, last bits "
+            "that vary with the batch."
         ),
         json_schema_extra=_DEVICE,
     )

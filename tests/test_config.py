@@ -149,7 +149,7 @@ def test_device_forms_rejected(device: str) -> None:
         ("tokenizer_workers", 0, "an integer >= 1"),
         ("use_paged_attention", "sometimes", "true or false"),
         ("async_scheduling", "sometimes", "expected true or false or 'auto'"),
-        ("cpu_kernel_max_rows", -1, "expected an integer >= 0 or 'auto'"),
+        ("cpu_kernel_max_rows", -1, "expected an integer >= 0 or 'all' or 'auto'"),
         ("host", 5, "a string"),
     ],
 )

@@ -6,13 +6,16 @@ bfloat16 nor int8 (an fp8 one), attention takes the portable torch path. A bfloa
 are widened to float32 for the kernel (exact) and its results rounded back, as attention in
 bfloat16 computes its sums in float32 too.
 
-Rows of a few tokens (a speculative verification: the last token and its proposals) are attended
-by the same kernel, each query alone over its causal context, so each of their tokens gets bitwise
-what a decode step of that token alone would compute; PyTorch's attention over the row rounds
-differently, and greedy decoding in bfloat16 would follow such a near-tie.
+By default every query, a prompt's too, is attended by the same kernel, alone over its causal
+context, so each token gets bitwise what a decode step of that token alone would compute, whatever
+the batch, the chunk its prompt was split into or the prefix found cached; PyTorch's flash attention
+over a row rounds differently with the row's length, and greedy decoding in bfloat16 would follow
+such a near-tie. ``every_query_alone=False`` leaves rows longer than a speculative verification
+(the last token and its proposals) to PyTorch's attention: faster prompts, last bits that vary.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -34,9 +37,13 @@ PagedAttention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], tor
 
 
 class CpuKernelAttentionBackend(TorchAttentionBackend):
-    """The torch backend, with decode rows and short rows through ``paged_decode_attention`` once it is loaded."""
+    """The torch backend, with every query (or those of decode rows and short rows) through
+    ``paged_decode_attention`` once it is loaded."""
 
     name = "cpu-kernel"
+
+    def __init__(self, every_query_alone: bool = True) -> None:
+        self.max_per_query_row_len = sys.maxsize if every_query_alone else MAX_PER_QUERY_ROW_LEN
 
     def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 metadata: AttentionMetadata) -> torch.Tensor:
@@ -46,7 +53,7 @@ class CpuKernelAttentionBackend(TorchAttentionBackend):
             return super().forward(layer, q, k, v, metadata)
         k, v = cache.write(metadata.slot_mapping, k, v)
         out = torch.empty_like(q)
-        queries = metadata.token_queries(MAX_PER_QUERY_ROW_LEN)
+        queries = metadata.token_queries(self.max_per_query_row_len)
         if queries.any:
             out[queries.tokens] = attend(q[queries.tokens], queries.block_tables, queries.context_lens, layer.scale)
         for row in queries.other_rows:

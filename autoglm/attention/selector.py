@@ -17,14 +17,15 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def select_attention_backend(device: torch.device, dtype: torch.dtype) -> AttentionBackend:
+def select_attention_backend(device: torch.device, dtype: torch.dtype,
+                             every_query_alone: bool = True) -> AttentionBackend:
     """On CUDA the Triton paged-attention backend; on a CPU that can run the compiled kernels, for float32 or
-    bfloat16 compute, the kernel backend (its decode reads float32, bfloat16 and int8 caches in place); else
-    the portable torch one."""
+    bfloat16 compute, the kernel backend (its decode reads float32, bfloat16 and int8 caches in place; with
+    ``every_query_alone`` a prompt's queries too); else the portable torch one."""
     if device.type == "cuda" and triton_available():
         from autoglm.attention.triton_backend import TritonAttentionBackend  # imports Triton: only where used
 
         return TritonAttentionBackend()
     if device.type == "cpu" and dtype in (torch.float32, torch.bfloat16) and cpu_has_flags(*ATTENTION_CPU_FLAGS):
-        return CpuKernelAttentionBackend()
+        return CpuKernelAttentionBackend(every_query_alone)
     return TorchAttentionBackend()

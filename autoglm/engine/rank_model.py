@@ -12,12 +12,20 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from autoglm.attention import select_attention_backend
 from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
 from autoglm.config import AutoGLMConfig
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.model_paths import resolve_model_path
 from autoglm.models import ModelConfig, load_model, resolve_dtype
-from autoglm.models.linear_method import LinearMethods, WeightQuantization, linear_methods_for, with_int_weights
+from autoglm.models.linear_method import (
+    ALL_ROWS,
+    LinearMethods,
+    WeightQuantization,
+    linear_methods_for,
+    row_limit_for,
+    with_int_weights,
+)
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
 from autoglm.runner.padded_decode import PaddedDecodeSettings
@@ -34,11 +42,13 @@ class RankModel:
     dtype: torch.dtype  # what weights and KV are computed in
     kv_format: KVCacheFormat
     linear_methods: LinearMethods
+    every_query_alone: bool  # each token computed as it would be alone: cpu_kernel_max_rows 'all'
 
     def runner(self, block_size: int, num_blocks: int,
                padded_decode: PaddedDecodeSettings | None = None) -> ModelRunner:
+        backend = select_attention_backend(self.device, self.dtype, self.every_query_alone)
         return ModelRunner(self.model, self.device, self.dtype, block_size, num_blocks, self.model_config.vocab_size,
-                           kv_format=self.kv_format, padded_decode=padded_decode)
+                           backend, kv_format=self.kv_format, padded_decode=padded_decode)
 
 
 def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
@@ -55,16 +65,17 @@ def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
                                                     config.quantize_lm_head)
-    max_rows = None if config.cpu_kernel_max_rows == "auto" else config.cpu_kernel_max_rows
     # A batch of one verifies its decode token and its proposals on the path its decode steps take.
     spec = config.speculative_config
     verification_rows = 1 + spec.num_speculative_tokens if spec is not None else 0
-    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, max_rows,
-                                        kernels_coming, verification_rows)
+    row_limit = row_limit_for(config.cpu_kernel_max_rows, verification_rows)
+    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, row_limit,
+                                        kernels_coming)
     linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
     logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
                 model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),
                 linear_methods.lm_head.describe())
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
     logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
-    return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods)
+    return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods,
+                     config.cpu_kernel_max_rows == ALL_ROWS)

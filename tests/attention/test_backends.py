@@ -117,15 +117,27 @@ def test_kernel_backend_takes_the_torch_path_until_the_kernels_load(monkeypatch)
     assert torch.equal(with_kernels, torch.zeros(5, 4, 8))
 
 
-def test_kernel_backend_leaves_rows_longer_than_a_verification_to_torch(monkeypatch):
+def test_kernel_backend_leaves_rows_longer_than_a_verification_to_torch_when_asked(monkeypatch):
     monkeypatch.setattr(RecordingKernels, "calls", [])
     chunk_len = cpu_kernel_backend.MAX_PER_QUERY_ROW_LEN + 1
     metadata = step_metadata(TorchAttentionBackend(), chunk_len)
     expected = run_layer(TorchAttentionBackend(), metadata)
     monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: RecordingKernels)
-    with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
+    with_kernels = run_layer(CpuKernelAttentionBackend(every_query_alone=False), metadata)
     assert RecordingKernels.calls == [(2, [5, 3], 2)]
     assert torch.equal(with_kernels[:2], torch.zeros(2, 4, 8)) and torch.equal(with_kernels[2:], expected[2:])
+
+
+def test_kernel_backend_attends_every_query_of_a_long_row_alone_by_default(monkeypatch):
+    """A prompt's queries go through the decode kernel too, each over its causal context, so a token's bits do
+    not depend on the chunk it was prefilled in nor on what else the step holds."""
+    monkeypatch.setattr(RecordingKernels, "calls", [])
+    chunk_len = cpu_kernel_backend.MAX_PER_QUERY_ROW_LEN + 1
+    metadata = step_metadata(TorchAttentionBackend(), chunk_len)
+    monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: RecordingKernels)
+    with_kernels = run_layer(CpuKernelAttentionBackend(), metadata)
+    assert RecordingKernels.calls == [(2 + chunk_len, [5, 3, *range(5, 5 + chunk_len)], 2)]
+    assert torch.equal(with_kernels, torch.zeros(2 + chunk_len, 4, 8))
 
 
 @pytest.mark.parametrize("kv_format, kernel", [(INT8, "paged_decode_attention_int8"), (FP8_E4M3, None)],

@@ -14,6 +14,7 @@ from autoglm.kernels import linear_kernels
 from autoglm.kernels.linear_kernels import BF16_DOT_AVX512, BF16_WEIGHT_AVX2, BF16_WEIGHT_AVX512
 from autoglm.models.linear_method import (
     CpuKernelLinearMethod,
+    EveryRow,
     FixedRowLimit,
     LinearMethods,
     MeasuredRowLimit,
@@ -171,7 +172,7 @@ def test_a_cpu_kernel_is_chosen_only_for_a_bfloat16_checkpoint_on_the_cpu(all_cp
         assert type(methods.layers) is UnquantizedLinearMethod and type(methods.lm_head) is UnquantizedLinearMethod
     else:
         assert methods.layers is methods.lm_head and methods.layers.kernel is expected
-        assert isinstance(methods.layers.row_limit, MeasuredRowLimit)
+        assert isinstance(methods.layers.row_limit, EveryRow)
 
 
 def test_auto_takes_the_fastest_kernel_the_cpu_runs(monkeypatch) -> None:
@@ -183,7 +184,7 @@ def test_auto_takes_the_fastest_kernel_the_cpu_runs(monkeypatch) -> None:
 
 
 def test_a_pinned_kernel_and_row_limit_are_kept(all_cpu_flags) -> None:
-    methods = linear_methods_for(CPU, torch.float32, torch.bfloat16, "bf16-weight-avx2", max_rows=3,
+    methods = linear_methods_for(CPU, torch.float32, torch.bfloat16, "bf16-weight-avx2", FixedRowLimit(3),
                                  kernels_coming=True)
     assert methods.layers.kernel is BF16_WEIGHT_AVX2 and methods.layers.row_limit.rows == 3
     assert type(linear_methods_for(CPU, torch.float32, torch.bfloat16, "torch", kernels_coming=True).layers) \

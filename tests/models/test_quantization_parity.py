@@ -1,5 +1,5 @@
-"""The engine with int8/int4 weights generates what transformers generates with the dequantized weights,
-and a compressed-tensors checkpoint written by the package itself generates what quantize-at-load does."""
+"""The engine with int8/int4 weights generates what transformers generates with the weights the compressed-tensors
+package quantizes and dequantizes (no code of the engine's builds that reference), and a compressed-tensors checkpoint written by the package itself generates what quantize-at-load does."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,6 @@ import random
 import pytest
 
 from autoglm import LLM, SamplingParams
-from autoglm.models.linear_method import WeightQuantization
 from tests.engine.reference import greedy_reference
 from tests.models.quantized_checkpoints import save_dequantized_reference, save_with_package_compressor
 from tests.tiny_models import make_tiny_checkpoint
@@ -15,10 +14,10 @@ from tests.tiny_models import make_tiny_checkpoint
 NUM_PROMPTS, NUM_NEW_TOKENS = 8, 32
 # float32 activations both sides: the integer kernels differ from the float reference only in summation order.
 LOGPROB_TOLERANCE = 1e-4
-CASES = {  # name -> (quantization, group size, family)
-    "int8-channel-qwen2": ("int8", None, "qwen2"),
-    "int8-group32-glm4": ("int8", 32, "glm4"),
-    "int4-group32-llama": ("int4", 32, "llama"),
+CASES = {  # name -> (bits, group size, family)
+    "int8-channel-qwen2": (8, None, "qwen2"),
+    "int8-group32-glm4": (8, 32, "glm4"),
+    "int4-group32-llama": (4, 32, "llama"),
 }
 
 
@@ -34,14 +33,13 @@ def generate(model_dir, token_prompts, **settings):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_engine_matches_transformers_with_dequantized_weights(case: str, tmp_path) -> None:
-    method, group_size, family = CASES[case]
+def test_engine_matches_transformers_with_the_packages_dequantized_weights(case: str, tmp_path) -> None:
+    bits, group_size, family = CASES[case]
     model_dir = make_tiny_checkpoint(family, tmp_path / "float")
-    quantization = WeightQuantization.from_settings(method, group_size)
-    reference_dir = save_dequantized_reference(model_dir, quantization, tmp_path / "dequantized")
+    reference_dir = save_dequantized_reference(model_dir, bits, group_size, tmp_path / "dequantized")
     token_prompts = prompts()
     reference = greedy_reference(reference_dir, token_prompts, NUM_NEW_TOKENS)
-    completions = generate(model_dir, token_prompts, quantization=method, quantization_group_size=group_size)
+    completions = generate(model_dir, token_prompts, quantization=f"int{bits}", quantization_group_size=group_size)
     for i, completion in enumerate(completions):
         assert completion.token_ids == reference.token_ids[i], f"prompt {i}: tokens differ from the reference"
         got = [next(iter(position.values())).logprob for position in completion.logprobs]

@@ -3,12 +3,21 @@ model code knows nothing of kernels, CPUs, quantization or (later) sharding."""
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_selection import WeightQuantization, with_int_weights
-from autoglm.models.linear_method.row_limits import FixedRowLimit, MeasuredRowLimit, RowLimit
+from autoglm.models.linear_method.row_limits import (
+    ALL_ROWS,
+    EveryRow,
+    FixedRowLimit,
+    MeasuredRowLimit,
+    RowLimit,
+    row_limit_for,
+)
 from autoglm.models.linear_method.selection import LinearMethods, linear_methods_for, process_weights_after_loading
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 __all__ = [
+    "ALL_ROWS",
     "CpuKernelLinearMethod",
+    "EveryRow",
     "FixedRowLimit",
     "LinearMethodBase",
     "LinearMethods",
@@ -18,5 +27,6 @@ __all__ = [
     "WeightQuantization",
     "linear_methods_for",
     "process_weights_after_loading",
+    "row_limit_for",
     "with_int_weights",
 ]

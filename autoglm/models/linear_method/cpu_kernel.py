@@ -1,10 +1,10 @@
-"""Projections whose steps of few rows go through a compiled CPU kernel, the rest through PyTorch.
+"""Projections through a compiled CPU kernel: every step by default, or only steps of few rows
+(``row_limits``), the rest through PyTorch.
 
 Which kernel depends on the CPU and the compute dtype (``selection``): with bfloat16 units the
 model stays in bfloat16 and ``bf16-dot-avx512`` reads its weights in place; without them the
 model is computed in float32 (``platforms.compute_dtype``) and a ``bf16-weight-*`` kernel reads a
-bfloat16 copy of each weight, half the bytes with the same float32 math (widening is exact). Up
-to how many rows the kernel beats PyTorch's matmul is measured per layer shape (``row_limits``).
+bfloat16 copy of each weight, half the bytes with the same float32 math (widening is exact).
 Until the kernels have loaded (``kernels.cpu_extension``) every step takes PyTorch's path.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ class CpuKernelLinearMethod(UnquantizedLinearMethod):
         return super().apply(layer, x, bias)
 
     def describe(self) -> str:
-        return f"{self.kernel.name} for {self.row_limit.describe()}, PyTorch beyond"
+        return f"{self.kernel.name} for {self.row_limit.describe()}"
 
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         return torch.bfloat16 if self.kernel.loaded() else compute_dtype

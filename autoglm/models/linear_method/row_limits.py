@@ -1,11 +1,16 @@
 """Up to how many rows a compiled linear kernel runs before PyTorch's matmul takes over.
 
+By default every step takes the kernel, whatever its rows (:class:`EveryRow`): the kernel computes each
+row alone, in one order of sums whatever else is in the step, so a request's greedy output does not
+depend on the batch it runs in. PyTorch's matmul rounds in another order, so a limit below that makes a
+row's last bits depend on how many rows share its step; it is the faster choice for long prompts.
+
 Few rows are bound by the bytes of weight read, where the kernels win; many rows are bound by
 arithmetic, where PyTorch's matmul (oneDNN, with AMX where the CPU has it) wins. Where the two
 cross depends on the CPU, the thread count and the layer's shape, so it is measured: once per
 weight shape, the first time a step meets it after the kernels have loaded (a fraction of a
 second), and kept in a file beside the kernel builds so later starts on the machine read it.
-``cpu_kernel_max_rows`` fixes it instead (tests pin it, so a measurement never changes what they check).
+``cpu_kernel_max_rows`` picks the limit: ``all`` (the default), ``auto`` (measured) or a number.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import json
 import logging
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +40,7 @@ CANDIDATE_ROWS = (1, 2, 4, 8, 16, 32, 64)
 ROUNDS = 5  # best of: the least disturbed reading of each side
 MIN_ROUND_S = 0.002  # calls per round enough that the clock's resolution does not matter
 LIMITS_FILE = "linear-row-limits.json"
+ALL_ROWS, MEASURED = "all", "auto"  # the named values of ``cpu_kernel_max_rows``
 
 
 class RowLimit(ABC):
@@ -47,6 +54,16 @@ class RowLimit(ABC):
         """The rows this limit sends to the kernel, in words."""
 
 
+class EveryRow(RowLimit):
+    """Every step takes the kernel: each row's bits are those it gets alone, whatever the batch."""
+
+    def max_rows(self, kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor) -> int:
+        return sys.maxsize
+
+    def describe(self) -> str:
+        return "steps of any rows (each row computed as it is alone)"
+
+
 class FixedRowLimit(RowLimit):
     def __init__(self, rows: int) -> None:
         self.rows = rows
@@ -55,7 +72,7 @@ class FixedRowLimit(RowLimit):
         return self.rows
 
     def describe(self) -> str:
-        return f"steps of at most {self.rows} rows"
+        return f"steps of at most {self.rows} rows, PyTorch beyond"
 
 
 class MeasuredRowLimit(RowLimit):
@@ -87,7 +104,7 @@ class MeasuredRowLimit(RowLimit):
 
     def describe(self) -> str:
         floor = f", at least {self.min_rows}" if self.min_rows else ""
-        return f"steps of few rows (how few measured per weight shape{floor})"
+        return f"steps of few rows (how few measured per weight shape{floor}), PyTorch beyond"
 
     def _machine_key(self) -> str:
         """What a measurement holds for: this CPU (as the engine sees it), this thread count, this library build."""
@@ -120,6 +137,16 @@ class MeasuredRowLimit(RowLimit):
         except OSError as error:
             logger.warning("could not keep the measured row limit in %s: %s", self.cache_file, error)
         return rows
+
+
+def row_limit_for(setting: int | str, min_measured_rows: int = 0) -> RowLimit:
+    """The limit ``cpu_kernel_max_rows`` names: ``all``, ``auto`` (measured, at least ``min_measured_rows``)
+    or a number of rows."""
+    if setting == ALL_ROWS:
+        return EveryRow()
+    if setting == MEASURED:
+        return MeasuredRowLimit(min_rows=min_measured_rows)
+    return FixedRowLimit(int(setting))
 
 
 def interleaved_best_seconds(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:

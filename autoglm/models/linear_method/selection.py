@@ -10,7 +10,7 @@ from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLi
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_weights import GroupSizeError
-from autoglm.models.linear_method.row_limits import FixedRowLimit, MeasuredRowLimit, RowLimit
+from autoglm.models.linear_method.row_limits import EveryRow, RowLimit
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 AUTO = "auto"
@@ -66,17 +66,15 @@ def _kernel_names(activation_dtype: torch.dtype | None, runnable_only: bool = Fa
 
 
 def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype: torch.dtype,
-                       cpu_linear_kernel: str = AUTO, max_rows: int | None = None,
-                       kernels_coming: bool = False, min_measured_rows: int = 0) -> LinearMethods:
+                       cpu_linear_kernel: str = AUTO, row_limit: RowLimit | None = None,
+                       kernels_coming: bool = False) -> LinearMethods:
     """Unquantized, except for a bfloat16 checkpoint on the CPU when the kernel library is coming
-    (``kernels_coming``): then every projection, the LM head included, takes a compiled kernel for steps
-    of few rows (up to ``max_rows``, or as measured, but at least ``min_measured_rows``, when None)."""
+    (``kernels_coming``): then every projection, the LM head included, takes a compiled kernel for the
+    steps ``row_limit`` allows (every step when None)."""
     kernel = choose_cpu_kernel(cpu_linear_kernel, cpu_kernel_activation_dtype(device, dtype, requested_dtype))
     if kernel is None or not kernels_coming:
         return LinearMethods()
-    row_limit: RowLimit = MeasuredRowLimit(min_rows=min_measured_rows) if max_rows is None else \
-        FixedRowLimit(max_rows)
-    method = CpuKernelLinearMethod(kernel, row_limit)
+    method = CpuKernelLinearMethod(kernel, row_limit or EveryRow())
     return LinearMethods(layers=method, lm_head=method)
 
 

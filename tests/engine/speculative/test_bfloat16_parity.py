@@ -60,7 +60,7 @@ def test_greedy_output_with_speculation_is_unchanged_in_bfloat16(checkpoint, spe
 def test_a_verification_takes_the_linear_kernel_whatever_the_measured_limit(checkpoint):
     """A batch of one verifies its decode token and its proposals through the kernel its decode steps take,
     even where PyTorch's matmul was measured faster at that many rows."""
-    llm = LLM(model=str(checkpoint), dtype="bfloat16", speculative_config=NGRAM)
+    llm = LLM(model=str(checkpoint), dtype="bfloat16", speculative_config=NGRAM, cpu_kernel_max_rows="auto")
     assert llm.engine.linear_methods.layers.row_limit.min_rows == 1 + NGRAM["num_speculative_tokens"]
-    plain = LLM(model=str(checkpoint), dtype="bfloat16")
+    plain = LLM(model=str(checkpoint), dtype="bfloat16", cpu_kernel_max_rows="auto")
     assert plain.engine.linear_methods.layers.row_limit.min_rows == 0
