@@ -119,10 +119,8 @@ class Scheduler:
                 continue
             if seq.pending_token_is_last:  # async scheduling: the step in flight ends it
                 continue
-            if self.isolated_request is not None and seq.request_id != self.isolated_request:
-                continue  # waits, its blocks kept, while another request runs alone
-            if _awaits_mask(seq):
-                continue
+            if self._passed_over(seq):
+                continue  # its blocks kept
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             num_lookahead = self._lookahead_slots(seq, num_new, budget)
             if num_lookahead:
@@ -158,6 +156,12 @@ class Scheduler:
                 return False
         return True
 
+    def _passed_over(self, seq: Sequence) -> bool:
+        """Whether `seq` waits this step, running or waiting: another request runs alone (step_isolation),
+        or its grammar's mask of the next token is still being computed."""
+        isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
+        return isolated_out or (seq.grammar is not None and not seq.grammar.mask_ready)
+
     def requeue_running(self) -> list[Sequence]:
         """Send every running sequence back to the queue to compute its KV again from the start, a failed
         step having left it unknown; not counted as a preemption, since no block was short."""
@@ -192,8 +196,7 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
-            if isolated_out or self._at_tenant_cap(seq, running_per_tenant) or _awaits_mask(seq):
+            if self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)
@@ -237,8 +240,3 @@ class Scheduler:
         if seq.num_computed_tokens >= seq.num_prompt_tokens:
             return []
         return seq.block_hashes[seq.num_published_blocks:]
-
-
-def _awaits_mask(seq: Sequence) -> bool:
-    """Its grammar's mask of the next token is still being computed."""
-    return seq.grammar is not None and not seq.grammar.mask_ready
