@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from autoglm import __version__
-from autoglm.cli import build_parser, main
-from autoglm.cli_settings import config_from_args
+from autoglm.cli.main import build_parser, main
+from autoglm.cli.settings import config_from_args
 from autoglm.config import AutoGLMConfig, SettingGroup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

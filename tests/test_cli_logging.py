@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from autoglm.cli import main
-from autoglm.cli_logging import chosen_log_level
+from autoglm.cli.main import main
+from autoglm.cli.logging import chosen_log_level
 from autoglm.config import ConfigError
 from autoglm.progress import show_progress
 from tests.tiny_models import make_tiny_checkpoint

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from autoglm import LLM, SamplingParams
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.model_paths import DEFAULT_MODEL_DIR
 from autoglm.perplexity import evaluate_perplexity
 

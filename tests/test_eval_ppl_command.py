@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import autoglm.perplexity
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.corpus import read_corpus
 from autoglm.perplexity import PerplexityResult
 from tests.tiny_models import make_tiny_checkpoint

@@ -5,7 +5,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from autoglm import LLM
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.perplexity import evaluate_perplexity, score_windows
 from tests.tiny_models import make_tiny_checkpoint
 

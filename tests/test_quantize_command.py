@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import WeightQuantization
 from autoglm.models.linear_method.int_weights import IntWeightFormat

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from autoglm.cli import build_parser
-from autoglm.cli_settings import config_from_args
+from autoglm.cli.main import build_parser
+from autoglm.cli.settings import config_from_args
 from autoglm.config import AutoGLMConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

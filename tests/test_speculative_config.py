@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from autoglm.cli_settings import add_config_arguments, config_from_args
+from autoglm.cli.settings import add_config_arguments, config_from_args
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.speculative_config import SpeculativeConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.cli_settings import add_config_arguments
+from autoglm.cli.settings import add_config_arguments
 
 # Benchmarks measure the dtype real deployments serve in; a file, variable or flag may still choose another.
 BENCH_SETTING_DEFAULTS = {"dtype": "bfloat16"}

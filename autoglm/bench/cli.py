@@ -22,7 +22,7 @@ from autoglm.bench.structured.command import add_structured_command
 from autoglm.bench.swap.command import add_swap_command
 from autoglm.bench.tenants.command import add_tenants_command
 from autoglm.bench.workloads import WORKLOADS
-from autoglm.cli_settings import announced_config
+from autoglm.cli.settings import announced_config
 
 ALL_WORKLOADS = "all"
 CHECKPOINT_DTYPES = ("bfloat16", "float16", "float32")

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from autoglm.cli_settings import add_draw_arguments
+from autoglm.cli.settings import add_draw_arguments
 from autoglm.sampling_params import SamplingParams
 
 

@@ -144,7 +144,7 @@ def test_the_working_tree_records_its_commit_and_whether_it_changed(repository):
 def test_a_worktree_is_removed_on_ctrl_c(repository, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with temporary_worktree(repository, resolve_revision(repository, "first"), tmp_path / "a") as checkout:
-            assert (checkout.path / "autoglm" / "cli.py").is_file()
+            assert (checkout.path / "autoglm" / "cli" / "main.py").is_file()
             raise KeyboardInterrupt
     assert not (tmp_path / "a").exists()
     assert worktrees(repository) == [f"worktree {repository}"]

@@ -11,7 +11,7 @@ from autoglm.bench.baseline import PAD_TOKEN_ID, left_padded_batch
 from autoglm.bench.cli import main
 from autoglm.bench.make_model import shape_config
 from autoglm.bench.workloads import BenchRequest, build_workload, usable_token_ids
-from autoglm.cli import main as autoglm_main
+from autoglm.cli.main import main as autoglm_main
 from autoglm.llm import LLM
 from autoglm.models import ModelConfig
 

@@ -10,8 +10,8 @@ import pytest
 
 from autoglm.bench.cli import main
 from autoglm.bench.report import print_and_write
-from autoglm.cli import build_parser
-from autoglm.cli_settings import config_from_args
+from autoglm.cli.main import build_parser
+from autoglm.cli.settings import config_from_args
 
 ENGINE_BENCHMARKS = ("throughput", "latency", "speculative", "structured")
 SERVER_BENCHMARKS = ("serve", "soak", "tenants", "swap")

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from autoglm.cli import main
+from autoglm.cli.main import main
 from tests.registry.fake_admin_server import FakeAdminServer, FakeModel, running
 
 ADMIN_KEY = "agk-admin-key"

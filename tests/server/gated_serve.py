@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.outputs import RequestOutput
 

@@ -10,7 +10,7 @@ import httpx
 import psutil
 import pytest
 
-from autoglm.server.serve import EXIT_ENGINE_BROKEN
+from autoglm.cli.serve import EXIT_ENGINE_BROKEN
 from tests.server.live_server import free_port, wait_for_health
 
 HANG_S = 60  # only to catch a hang

@@ -13,11 +13,15 @@ from typing import Any
 from autoglm.bench.ab.checkouts import Checkout
 from autoglm.bench.ab.errors import ABError
 
-# Every revision has ``autoglm.cli.main(argv)``, not all have ``python -m autoglm``. The empty
-# entry of ``sys.path`` (the current folder) is dropped: a checkout in the folder the command was
-# started from would shadow the revision on PYTHONPATH.
-ENTRY_POINT = ("import sys; sys.path[:] = [entry for entry in sys.path if entry]; "
-               "from autoglm.cli import main; sys.exit(main(sys.argv[1:]))")
+# Every revision has ``main(argv)`` in ``autoglm.cli.main`` (or, before the command line became a
+# package, in ``autoglm.cli``); not all have ``python -m autoglm``. The empty entry of ``sys.path``
+# (the current folder) is dropped: a checkout in the folder the command was started from would
+# shadow the revision on PYTHONPATH.
+ENTRY_POINT = ("import sys\n"
+               "sys.path[:] = [entry for entry in sys.path if entry]\n"
+               "try:\n    from autoglm.cli.main import main\n"
+               "except ModuleNotFoundError:\n    from autoglm.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))")
 SHOWN_ON_FAILURE = 25  # last lines of a failed run's output quoted in the error
 BASELINE_FLAG = "--baseline"
 NO_BASELINE = ("--baseline", "none")

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import get_args
 
 from autoglm.bench.arguments import positive_int
-from autoglm.cli_settings import add_config_arguments, announced_config
+from autoglm.cli.settings import add_config_arguments, announced_config
 from autoglm.config import AutoGLMConfig
 
 KV_CACHE_DTYPES: tuple[str, ...] = get_args(AutoGLMConfig.model_fields["kv_cache_dtype"].annotation)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
-from autoglm.cli_settings import announce_model, config_from_args
+from autoglm.cli.settings import announce_model, config_from_args
 from autoglm.errors import InvalidRequestError
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 from ray.serve import Application
 
-from autoglm.cli import main
+from autoglm.cli.main import main
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.server.ray_serve import app_builder
 from autoglm.server.ray_serve.application import engine_options, replica_count_options

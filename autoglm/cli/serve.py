@@ -9,7 +9,7 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
-from autoglm.cli_settings import add_config_arguments, announce_model, config_from_args
+from autoglm.cli.settings import add_config_arguments, announce_model, config_from_args
 
 if TYPE_CHECKING:
     from autoglm.config import AutoGLMConfig

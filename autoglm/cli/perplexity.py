@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.cli_settings import add_config_arguments, announced_config
+from autoglm.cli.settings import add_config_arguments, announced_config
 
 
 def read_text_to_score(path: Path) -> str:

@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 from autoglm import __version__
 from autoglm.bench.cli import add_bench_subcommand
-from autoglm.cli_logging import configure_logging
-from autoglm.cli_settings import add_config_arguments, add_draw_arguments, announced_config
+from autoglm.cli.logging import configure_logging
+from autoglm.cli.settings import add_config_arguments, add_draw_arguments, announced_config
 from autoglm.config import ConfigError
-from autoglm.keys_command import add_keys_subcommand
-from autoglm.models_command import add_models_subcommand
-from autoglm.perplexity_command import add_eval_ppl_subcommand
-from autoglm.quantize_command import add_quantize_subcommand
-from autoglm.server.serve import add_serve_subcommand
+from autoglm.cli.keys import add_keys_subcommand
+from autoglm.cli.models import add_models_subcommand
+from autoglm.cli.perplexity import add_eval_ppl_subcommand
+from autoglm.cli.quantize import add_quantize_subcommand
+from autoglm.cli.serve import add_serve_subcommand
 
 
 def _generate(args: argparse.Namespace) -> int:

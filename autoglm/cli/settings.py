@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import NoneType
 from typing import Any, get_args
 
-from autoglm.cli_logging import add_logging_arguments
+from autoglm.cli.logging import add_logging_arguments
 from autoglm.config import SERVER_GROUPS, SETTING_ALIASES, AutoGLMConfig, SettingGroup
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from autoglm.perplexity_command import read_text_to_score
+from autoglm.cli.perplexity import read_text_to_score
 
 METHODS = ("int8", "int4")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from autoglm.admin_client import API_KEY_ENV, DEFAULT_SERVER_URL, AdminClient, ServedModel
-from autoglm.cli_logging import add_logging_arguments
+from autoglm.cli.logging import add_logging_arguments
 from autoglm.config import AutoGLMConfig
 from autoglm.registry import ModelVersion, Registry, registry_from_config
 

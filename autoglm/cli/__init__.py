@@ -1,0 +1,1 @@
+"""The ``autoglm`` command line: one module per subcommand, ``main`` gathers them."""
