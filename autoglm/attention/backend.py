@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
 
 import torch
 
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_plan import StepPlan
-
-if TYPE_CHECKING:
-    from autoglm.attention.layer import Attention
 
 
 class AttentionBackend(ABC):
@@ -42,7 +39,7 @@ class AttentionBackend(ABC):
         )
 
     @abstractmethod
-    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:
-        """Write this step's K/V (``[T, Hkv, D]``) into ``layer``'s cache slots, then attend each
-        query (``[T, H, D]``) over its row's context; returns ``[T, H, D]``."""
+        """Write this step's K/V (``[T, Hkv, D]``) into one layer's ``kv_cache`` slots, then attend each
+        query (``[T, H, D]``) over its row's context with ``scale``; returns ``[T, H, D]``."""

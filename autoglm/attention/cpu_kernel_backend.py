@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,9 +25,6 @@ from autoglm.attention.metadata import AttentionMetadata
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.speculative_config import MAX_SPECULATIVE_TOKENS
-
-if TYPE_CHECKING:
-    from autoglm.attention.layer import Attention
 
 # A decode step's token and every token it may propose: rows up to this long attend query by query.
 MAX_PER_QUERY_ROW_LEN = 1 + MAX_SPECULATIVE_TOKENS
@@ -45,19 +41,18 @@ class CpuKernelAttentionBackend(TorchAttentionBackend):
     def __init__(self, every_query_alone: bool = True) -> None:
         self.max_per_query_row_len = sys.maxsize if every_query_alone else MAX_PER_QUERY_ROW_LEN
 
-    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:
-        cache = layer.kv_cache
-        attend = paged_attention(q.dtype, cache, metadata.block_size)
+        attend = paged_attention(q.dtype, kv_cache, metadata.block_size)
         if attend is None:
-            return super().forward(layer, q, k, v, metadata)
-        k, v = cache.write(metadata.slot_mapping, k, v)
+            return super().forward(q, k, v, kv_cache, scale, metadata)
+        k, v = kv_cache.write(metadata.slot_mapping, k, v)
         out = torch.empty_like(q)
         queries = metadata.token_queries(self.max_per_query_row_len)
         if queries.any:
-            out[queries.tokens] = attend(q[queries.tokens], queries.block_tables, queries.context_lens, layer.scale)
+            out[queries.tokens] = attend(q[queries.tokens], queries.block_tables, queries.context_lens, scale)
         for row in queries.other_rows:
-            self.attend_row(out, q, k, v, cache, metadata, row, layer.scale)
+            self.attend_row(out, q, k, v, kv_cache, metadata, row, scale)
         return out
 
 

@@ -6,7 +6,7 @@ from torch import nn
 
 from autoglm.attention.forward_context import ForwardContext
 from autoglm.attention.layer_kv_cache import LayerKVCache
-from autoglm.attention.torch_backend import sequence_attention
+from autoglm.attention.sequence_attention import sequence_attention
 
 
 class Attention(nn.Module):
@@ -33,5 +33,5 @@ class Attention(nn.Module):
         if context is None or context.metadata is None:
             out = sequence_attention(q, k, v, self.scale)
         else:
-            out = context.backend.forward(self, q, k, v, context.metadata)
+            out = context.backend.forward(q, k, v, self.kv_cache, self.scale, context.metadata)
         return out.reshape(q.shape[0], self.num_heads * self.head_dim)

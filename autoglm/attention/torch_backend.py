@@ -1,17 +1,13 @@
 """Portable attention in plain PyTorch: runs on the CPU and on any torch device."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 
 from autoglm.attention.backend import AttentionBackend
 from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
-
-if TYPE_CHECKING:
-    from autoglm.attention.layer import Attention
+from autoglm.attention.sequence_attention import sequence_attention
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -19,19 +15,18 @@ class TorchAttentionBackend(AttentionBackend):
 
     name = "torch"
 
-    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:
-        cache = layer.kv_cache
         # Attend to this step's K/V as later steps read them back: with a compact cache a token's output
         # then does not depend on whether its prefix was cached or computed now (vLLM, too, reads every
         # key from the cache).
-        k, v = cache.write(metadata.slot_mapping, k, v)
+        k, v = kv_cache.write(metadata.slot_mapping, k, v)
         out = torch.empty_like(q)
         num_decodes = metadata.num_decode_tokens
         if num_decodes:
-            out[:num_decodes] = self.decode(q[:num_decodes], cache, metadata, layer.scale)
+            out[:num_decodes] = self.decode(q[:num_decodes], kv_cache, metadata, scale)
         for row in range(num_decodes, metadata.num_rows):
-            self.attend_row(out, q, k, v, cache, metadata, row, layer.scale)
+            self.attend_row(out, q, k, v, kv_cache, metadata, row, scale)
         return out
 
     def attend_row(self, out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,
@@ -56,15 +51,3 @@ class TorchAttentionBackend(AttentionBackend):
         )
         return attended.squeeze(2)
 
-
-def sequence_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                       mask: torch.Tensor | None = None) -> torch.Tensor:
-    """One sequence's queries ``[Q, H, D]`` over its keys and values ``[L, Hkv, D]``: causal
-    when ``mask`` is None, else where ``mask`` ``[Q, L]`` allows. Returns ``[Q, H, D]``."""
-    # As [1, heads, tokens, head_dim]: with a batch dimension the CPU takes its flash kernel,
-    # 7x faster on a 2k-token prompt than the 3-D call, which materialises every score.
-    queries, keys, values = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
-    attended = F.scaled_dot_product_attention(
-        queries, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale, enable_gqa=True
-    )
-    return attended[0].transpose(0, 1)

@@ -7,16 +7,12 @@ shapes), so a decode step runs unchanged under CUDA graph capture.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from autoglm.attention.backend import AttentionBackend
+from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 from autoglm.attention.triton_paged_attention import paged_attention
-
-if TYPE_CHECKING:
-    from autoglm.attention.layer import Attention
 
 
 class TritonAttentionBackend(AttentionBackend):
@@ -25,7 +21,7 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     supports_graph_capture = True
 
-    def forward(self, layer: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:
-        layer.kv_cache.write(metadata.slot_mapping, k, v)
-        return paged_attention(q if q.stride(-1) == 1 else q.contiguous(), layer.kv_cache, metadata, layer.scale)
+        kv_cache.write(metadata.slot_mapping, k, v)
+        return paged_attention(q if q.stride(-1) == 1 else q.contiguous(), kv_cache, metadata, scale)

@@ -89,7 +89,7 @@ def run_layer(backend, metadata) -> torch.Tensor:
     layer = Attention(num_heads=4, num_kv_heads=2, head_dim=8, scale=0.3)
     layer.kv_cache = LayerKVCache(*torch.randn(2, 2 * (int(metadata.block_tables.max()) + 1), 2, 8).unbind(0))
     q, k, v = torch.randn(num_tokens, 4, 8), torch.randn(num_tokens, 2, 8), torch.randn(num_tokens, 2, 8)
-    return backend.forward(layer, q, k, v, metadata)
+    return backend.forward(q, k, v, layer.kv_cache, layer.scale, metadata)
 
 
 class RecordingKernels:
@@ -159,5 +159,6 @@ def test_the_kernel_backend_reads_int8_caches_in_place_and_fp8_ones_through_torc
     layer.kv_cache = LayerKVCache(torch.zeros(18, 2, 8, dtype=kv_format.storage_dtype),
                                   torch.zeros(18, 2, 8, dtype=kv_format.storage_dtype), kv_format, *scales)
     monkeypatch.setattr(cpu_kernel_backend, "cpu_kernels", lambda: FakeKernels)
-    CpuKernelAttentionBackend().forward(layer, *torch.randn(5, 8, 8).split([4, 2, 2], dim=1), metadata)
+    q, k, v = torch.randn(5, 8, 8).split([4, 2, 2], dim=1)
+    CpuKernelAttentionBackend().forward(q, k, v, layer.kv_cache, layer.scale, metadata)
     assert calls == ([kernel] if kernel else [])

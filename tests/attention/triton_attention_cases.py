@@ -107,7 +107,7 @@ def max_error(block_size: int, num_heads: int, num_kv_heads: int, head_dim: int,
             layer.kv_cache = moved(cache, device, run_dtype)
             step = metadata_on(metadata, device)
             inputs = (x.to(device, run_dtype) for x in (q, k, v))
-            outputs.append(backend.forward(layer, *inputs, step).float().cpu())
+            outputs.append(backend.forward(*inputs, layer.kv_cache, layer.scale, step).float().cpu())
     return float((outputs[0] - outputs[1]).abs().max())
 
 
