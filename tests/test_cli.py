@@ -47,6 +47,20 @@ def test_python_dash_m_autoglm_runs_the_command_line() -> None:
     assert done.stdout.strip() == f"autoglm {__version__}"
 
 
+@pytest.mark.timeout(120)
+def test_help_version_and_a_wrong_flag_answer_without_loading_torch() -> None:
+    """What answers at once must not wait seconds for PyTorch or transformers to load."""
+    probe = ("import contextlib, io, sys\n"
+             "from autoglm.cli.main import main\n"
+             "for argv in (['--help'], ['--version'], ['--no-such-flag'], ['bench', '--help']):\n"
+             "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()), \\\n"
+             "            contextlib.redirect_stderr(io.StringIO()):\n"
+             "        main(argv)\n"
+             "print(sorted({'torch', 'transformers'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_only_serve_lists_server_settings() -> None:
     assert set(SERVER_FLAGS) <= option_strings(subcommand(["serve"]))
     for path in ENGINE_COMMANDS:

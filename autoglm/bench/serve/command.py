@@ -20,7 +20,6 @@ from autoglm.bench.serve.datasets import (
     shared_prefix_requests,
 )
 from autoglm.bench.arguments import number, positive_float, positive_int
-from autoglm.bench.report import write_json
 from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_http_bench
 from autoglm.bench.serve.metrics import SLO_NAMES
 from autoglm.bench.serve.tenant_load import (
@@ -156,6 +155,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         import_extra("matplotlib", "--plot")
     _check_dataset_options(args)
     loads = _loads(args)
+    from autoglm.bench.report import write_json
     from autoglm.bench.serve.client import CompletionTarget
     from autoglm.bench.serve.metrics import aggregate
     from autoglm.bench.serve.runner import run_at_rate
