@@ -269,7 +269,7 @@ def add_bench_commands(subparsers) -> None:
 
 
 def add_bench_subcommand(subparsers) -> None:
-    """Registers ``autoglm bench``; listed in ``autoglm.cli.SUBCOMMANDS``."""
+    """Registers ``autoglm bench``; listed in ``autoglm.cli.main.SUBCOMMANDS``."""
     parser = subparsers.add_parser("bench", help="benchmark the engine")
     add_bench_commands(parser.add_subparsers(dest="bench_command", required=True))
 
