@@ -44,9 +44,10 @@ def test_the_written_flags_and_variables_are_the_ones_the_settings_reader_takes(
     """Every flag a row shows sets its setting on ``autoglm serve``; a variable spelled as the rows spell it is read."""
     from autoglm.cli import build_parser
 
+    parser = build_parser()
     for name, field in AutoGLMConfig.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        args, unknown = build_parser().parse_known_args(["serve", flag] + ([] if field.annotation is bool else ["1"]))
+        args, unknown = parser.parse_known_args(["serve", flag] + ([] if field.annotation is bool else ["1"]))
         assert unknown == [] and getattr(args, name) is not None, flag
     assert AutoGLMConfig.from_sources(env={"AUTOGLM_BLOCK_SIZE": "32"}).block_size == 32
 
