@@ -1,4 +1,4 @@
-"""What a user who clones the repository reads: the README's settings table, the example config, no outside paths."""
+"""What a user who clones the repository reads: the settings table in docs/SETTINGS.md, the example config, no outside paths."""
 from __future__ import annotations
 
 import re
@@ -19,9 +19,9 @@ TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".cpp"
 
 
 def settings_table_names() -> set[str]:
-    """The backquoted names in the first column of the README's settings table."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    """The backquoted names in the first column of docs/SETTINGS.md's hand-written settings table."""
+    document = (REPO_ROOT / "docs" / "SETTINGS.md").read_text(encoding="utf-8")
+    section = document.split("## Settings", 1)[1].split("\n## ", 1)[0]
     first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     return {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
 
