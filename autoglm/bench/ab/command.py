@@ -58,7 +58,11 @@ def _ab(args: argparse.Namespace) -> int:
         return FAILED
     if args.output_json is not None:
         write_json(args.output_json, document)
-    comparisons = compare(document)
+    try:
+        comparisons = compare(document)
+    except ValueError as error:  # e.g. requests failed in a round: its figures compare nothing
+        print(f"error: {error}", file=sys.stderr)
+        return FAILED
     print(revisions_line(document))
     print(format_table(summary_header(document), summary_rows(comparisons, args.min_ratio)))
     missed = [comparison.metric.name for comparison in comparisons if not comparison.passes(args.min_ratio)]
