@@ -23,6 +23,12 @@ def latency_round(ttft_s: float, decode_tokens_per_s: float) -> dict[str, Any]:
     return {"machine": MACHINE, "input_lens": {"128": {"autoglm": engine}}}
 
 
+def serve_round(mean_ttft_ms: float, output_throughput: float, failed: int = 0) -> dict[str, Any]:
+    metrics = {"completed": 2 - failed, "failed": failed, "output_throughput": output_throughput,
+               "ttft": {"mean_ms": mean_ttft_ms, "median_ms": mean_ttft_ms / 2}}
+    return {"machine": MACHINE, "runs": [{"request_rate": "inf", "metrics": metrics}]}
+
+
 def ab_document(benchmark: str, rounds: list[tuple[dict[str, Any], dict[str, Any]]],
                 min_ratio: float = 0.95) -> dict[str, Any]:
     """A results file of ``rounds`` (before, after), as ``autoglm bench ab`` writes it."""

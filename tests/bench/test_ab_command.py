@@ -22,6 +22,8 @@ from tests.tiny_models import make_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)  # a loose bound: a hung benchmark subprocess fails the test, not the run
 SECOND_COMMIT_KEY = "benchmarked_revision"  # what the second commit adds to every results file's machine
+TINY_SERVE = ["--dataset", "random", "--random-input-len", "8", "--random-output-len", "4", "--num-prompts", "2",
+              "--request-rate", "inf"]
 TINY_THROUGHPUT = ["--workload", "fixed", "--num-prompts", "2", "--length-scale", "0.0625", "--num-threads", "1"]
 
 
@@ -45,7 +47,8 @@ def commit_all(repository: Path, subject: str, tag: str) -> None:
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory) -> Path:
-    """Tags ``first``; ``second``, whose results files say so; ``broken``, whose throughput fails.
+    """Tags ``first``; ``second``, whose results files say so; ``broken``, whose throughput fails;
+    ``server-broken``, whose server fails to start.
     HEAD and the working tree are ``second``. None of them builds the CPU kernels, which would
     take minutes in each fresh worktree and which the command under test does not need."""
     folder = tmp_path_factory.mktemp("ab-repository")
@@ -60,6 +63,9 @@ def repository(tmp_path_factory) -> Path:
     edit(package / "bench" / "throughput.py", "def run_throughput(settings: ThroughputSettings)",
          'raise RuntimeError("broken on purpose")\n\n\ndef run_throughput(settings: ThroughputSettings)')
     commit_all(folder, "throughput breaks", "broken")
+    git(folder, "reset", "--quiet", "--hard", "second")
+    edit(package / "server" / "app.py", "def build_app(", 'raise RuntimeError("server broken on purpose")\n\n\ndef build_app(')
+    commit_all(folder, "the server breaks", "server-broken")
     git(folder, "reset", "--quiet", "--hard", "second")
     return folder
 
@@ -121,6 +127,42 @@ def test_a_failing_side_names_its_revision_and_round(repository, tiny_model, tem
     assert code == 2
     assert "the benchmark failed in round 1 of 2, A (before), on broken (" in error
     assert "throughput breaks" in error and "RuntimeError: broken on purpose" in error
+    assert worktrees(repository) == [f"worktree {repository}"]
+    assert list(temporary_folder.iterdir()) == []
+
+
+def server_args(model: Path) -> str:
+    return f"--model {model} --num-threads 1 --kv-cache-memory 8MiB --max-context-len 128"
+
+
+def test_serve_runs_each_revisions_own_server_with_the_same_load(repository, tiny_model, temporary_folder, tmp_path,
+                                                                   capsys):
+    output = tmp_path / "ab.json"
+    code = main(["ab", "--repo", str(repository), "--before", "first", "--after", "second", "--rounds", "1",
+                 "--min-ratio", "0.01", "--output-json", str(output), "--server-args", server_args(tiny_model),
+                 "--", "serve", *TINY_SERVE])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    document = json.loads(output.read_text())
+    assert document["benchmark"] == "serve" and document["server_args"] == server_args(tiny_model)
+    (results,) = document["rounds"]
+    urls = {side: results[side]["settings"]["base_url"] for side in ("before", "after")}
+    assert urls["before"] != urls["after"]  # each side had a server of its own
+    for side in ("before", "after"):
+        (run,) = results[side]["runs"]
+        assert run["metrics"]["completed"] == 2 and run["metrics"]["failed"] == 0
+    assert "rate inf: mean TTFT" in printed and "rate inf: output tok/s" in printed
+    assert worktrees(repository) == [f"worktree {repository}"]
+    assert list(temporary_folder.iterdir()) == []
+
+
+def test_a_server_that_does_not_start_names_its_revision_and_why(repository, tiny_model, temporary_folder, capsys):
+    code = main(["ab", "--repo", str(repository), "--before", "server-broken", "--rounds", "1",
+                 "--server-args", server_args(tiny_model), "--", "serve", *TINY_SERVE])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert "the server did not start in round 1 of 1, A (before), on server-broken (" in error
+    assert "RuntimeError: server broken on purpose" in error
     assert worktrees(repository) == [f"worktree {repository}"]
     assert list(temporary_folder.iterdir()) == []
 

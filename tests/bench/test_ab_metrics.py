@@ -10,7 +10,7 @@ import pytest
 from autoglm.bench.ab.metrics import compare
 from autoglm.bench.cli import main
 from autoglm.bench.figures.render import render_document
-from tests.bench.ab_documents import ab_document, latency_round, throughput_round
+from tests.bench.ab_documents import ab_document, latency_round, serve_round, throughput_round
 
 
 def by_name(document):
@@ -56,6 +56,21 @@ def test_latency_compares_decode_rates():
     assert decode.ratio == pytest.approx(0.9) and not decode.passes(0.95) and decode.passes(0.9)
 
 
+def test_serve_compares_time_to_first_token_and_output_rate_per_request_rate():
+    rounds = [(serve_round(400.0, 30.0), serve_round(380.0, 31.0)), (serve_round(500.0, 28.0), serve_round(600.0, 27.0))]
+    compared = by_name(ab_document("serve", rounds))
+    assert list(compared) == ["rate inf: mean TTFT", "rate inf: median TTFT", "rate inf: output tok/s"]
+    assert (compared["rate inf: mean TTFT"].before, compared["rate inf: mean TTFT"].after) == (0.45, 0.49)
+    assert compared["rate inf: median TTFT"].after == 0.245
+    assert compared["rate inf: output tok/s"].ratio == pytest.approx(29.0 / 29.0)
+    assert not compared["rate inf: mean TTFT"].passes(0.95) and compared["rate inf: output tok/s"].passes(0.95)
+
+
+def test_a_serve_round_with_failed_requests_is_refused():
+    with pytest.raises(ValueError, match="1 requests failed at request rate inf"):
+        compare(ab_document("serve", [(serve_round(400.0, 30.0, failed=1), serve_round(380.0, 31.0))]))
+
+
 def test_sides_that_measured_different_things_are_refused():
     document = ab_document("throughput", [(throughput_round(10.0, ("mixed",)), throughput_round(10.0, ("fixed",)))])
     with pytest.raises(ValueError, match="the sides measured different things"):
@@ -83,9 +98,10 @@ def test_the_exit_status_gates_on_every_metric(monkeypatch, tmp_path, capsys, af
 
 
 @pytest.mark.parametrize("benchmark, message", [
-    ([], "name the benchmark to compare, throughput or latency, and its flags"),
-    (["--", "serve"], r"throughput or latency, and its flags \(got serve\)"),
+    ([], "name the benchmark to compare, throughput, latency or serve, and its flags"),
+    (["--", "soak"], r"throughput, latency or serve, and its flags \(got soak\)"),
     (["--", "throughput", "--output-json", "x.json"], "leave --output-json out of the benchmark's flags"),
+    (["--", "serve", "--base-url=http://x"], "leave --base-url out of the benchmark's flags: ab starts each revision's own"),
 ])
 def test_the_benchmark_must_be_one_ab_compares(capsys, benchmark, message):
     with pytest.raises(SystemExit):

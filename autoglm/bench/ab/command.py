@@ -16,19 +16,27 @@ MISSED, FAILED = 1, 2
 SEPARATOR = "--"
 
 
+# Flags each run gets from ab itself, and why they may not be given after ``--``.
+_GIVEN_BY_AB = {
+    "--output-json": "ab gives each run its own; give it before -- for the comparison's file",
+    "--base-url": "ab starts each revision's own server; give its flags with --server-args",
+}
+
+
 class _BenchmarkCommand(argparse.Action):
-    """The words after ``--``, checked: a benchmark ab can compare, without --output-json."""
+    """The words after ``--``, checked: a benchmark ab can compare, without the flags ab gives each run."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         from autoglm.bench.ab.metrics import HEADLINES
 
         words = values[1:] if values[:1] == [SEPARATOR] else values
         if not words or words[0] not in HEADLINES:
-            parser.error(f"after {SEPARATOR}, name the benchmark to compare, {' or '.join(HEADLINES)}, "
+            *others, last = HEADLINES
+            parser.error(f"after {SEPARATOR}, name the benchmark to compare, {', '.join(others)} or {last}, "
                          f"and its flags (got {' '.join(words) or 'nothing'})")
-        if any(word == "--output-json" or word.startswith("--output-json=") for word in words):
-            parser.error("leave --output-json out of the benchmark's flags: ab gives each run its own; "
-                         "give it before -- for the comparison's file")
+        for flag, why in _GIVEN_BY_AB.items():
+            if any(word == flag or word.startswith(f"{flag}=") for word in words):
+                parser.error(f"leave {flag} out of the benchmark's flags: {why}")
         setattr(namespace, self.dest, words)
 
 
@@ -42,14 +50,19 @@ def _ab(args: argparse.Namespace) -> int:
 
     try:
         settings = ABSettings(repository=repository_root(args.repo), before=args.before, after=args.after,
-                              rounds=args.rounds, benchmark=args.benchmark, min_ratio=args.min_ratio)
+                              rounds=args.rounds, benchmark=args.benchmark, min_ratio=args.min_ratio,
+                              server_args=args.server_args)
         document = measure_ab(settings)
     except ABError as error:
         print(f"error: {error}", file=sys.stderr)
         return FAILED
     if args.output_json is not None:
         write_json(args.output_json, document)
-    comparisons = compare(document)
+    try:
+        comparisons = compare(document)
+    except ValueError as error:  # e.g. requests failed in a round: its figures compare nothing
+        print(f"error: {error}", file=sys.stderr)
+        return FAILED
     print(revisions_line(document))
     print(format_table(summary_header(document), summary_rows(comparisons, args.min_ratio)))
     missed = [comparison.metric.name for comparison in comparisons if not comparison.passes(args.min_ratio)]
@@ -62,7 +75,7 @@ def _ab(args: argparse.Namespace) -> int:
 def add_ab_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "ab", help="one benchmark on two revisions in turn (A, B, A, B); exit 1 if after is worse than before",
-        usage="autoglm bench ab --before REV [--after REV] [options] -- throughput|latency [its flags]")
+        usage="autoglm bench ab --before REV [--after REV] [options] -- throughput|latency|serve [its flags]")
     parser.add_argument("--before", required=True, metavar="REV", help="git revision A, e.g. main or HEAD~1")
     parser.add_argument("--after", metavar="REV",
                         help="git revision B (default: the working tree, uncommitted changes included)")
@@ -72,8 +85,11 @@ def add_ab_command(subparsers) -> None:
                         help="runs of each revision, alternating")
     parser.add_argument("--min-ratio", type=positive_float, default=0.95, metavar="RATIO",
                         help="after must be at least this much as good as before on every headline metric")
+    parser.add_argument("--server-args", default="", metavar="'FLAGS'",
+                        help="with -- serve: the flags each revision's own `autoglm serve` starts with, e.g. "
+                             "'--model DIR --num-threads 2'; each side's server runs only for its own round")
     parser.add_argument("--output-json", type=Path, metavar="FILE",
                         help="write both revisions, every round's results and the machine to this file")
     parser.add_argument("benchmark", nargs=argparse.REMAINDER, action=_BenchmarkCommand,
-                        help="-- then throughput or latency and its flags, e.g. -- throughput --model DIR")
+                        help="-- then throughput, latency or serve and its flags, e.g. -- throughput --model DIR")
     parser.set_defaults(handler=_ab)

@@ -10,6 +10,7 @@ from typing import Any
 
 from autoglm.bench.ab.checkouts import Checkout, resolve_revision, temporary_worktree, working_tree_revision
 from autoglm.bench.ab.metrics import AFTER, BEFORE, SIDES
+from autoglm.bench.ab.served_side import SERVE, revision_server
 from autoglm.bench.ab.sides import engine_only_arguments, run_side
 from autoglm.bench.report import machine_info
 
@@ -24,6 +25,7 @@ class ABSettings:
     rounds: int
     benchmark: list[str]  # e.g. ``["throughput", "--model", "/tmp/m"]``, without --output-json
     min_ratio: float
+    server_args: str = ""  # ``-- serve`` only: the flags each revision's ``autoglm serve`` starts with
 
 
 def _checkout(stack: ExitStack, settings: ABSettings, side: str, folder: Path) -> Checkout:
@@ -34,16 +36,24 @@ def _checkout(stack: ExitStack, settings: ABSettings, side: str, folder: Path) -
     return stack.enter_context(temporary_worktree(settings.repository, revision, folder / side))
 
 
-def _run_rounds(checkouts: dict[str, Checkout], arguments: dict[str, list[str]], rounds: int,
+def _run_one(checkout: Checkout, arguments: list[str], server_args: str, output: Path, where: str) -> dict[str, Any]:
+    """One side's results; ``serve`` runs against that side's own server, started for the run."""
+    if arguments[0] != SERVE:
+        return run_side(checkout, arguments, output, where)
+    with revision_server(checkout, server_args, output.with_suffix(".server.log"), where) as base_url:
+        return run_side(checkout, [*arguments, "--base-url", base_url], output, where)
+
+
+def _run_rounds(checkouts: dict[str, Checkout], arguments: dict[str, list[str]], settings: ABSettings,
                 folder: Path) -> list[dict[str, Any]]:
     results = []
-    for number in range(1, rounds + 1):
+    for number in range(1, settings.rounds + 1):
         results.append({})
         for side in SIDES:
-            where = f"round {number} of {rounds}, {LABELS[side]} ({side})"
+            where = f"round {number} of {settings.rounds}, {LABELS[side]} ({side})"
             print(f"[{where}] {checkouts[side].revision.describe()}: bench {' '.join(arguments[side])}", flush=True)
             output = folder / f"round-{number}-{side}.json"
-            results[-1][side] = run_side(checkouts[side], arguments[side], output, where)
+            results[-1][side] = _run_one(checkouts[side], arguments[side], settings.server_args, output, where)
     return results
 
 
@@ -56,10 +66,11 @@ def measure_ab(settings: ABSettings) -> dict[str, Any]:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="autoglm-ab-")))
         checkouts = {side: _checkout(stack, settings, side, folder) for side in SIDES}
         arguments = {side: engine_only_arguments(checkouts[side], settings.benchmark) for side in SIDES}
-        rounds = _run_rounds(checkouts, arguments, settings.rounds, folder)
+        rounds = _run_rounds(checkouts, arguments, settings, folder)
     return {
         "benchmark": settings.benchmark[0],
         "arguments": arguments,
+        "server_args": settings.server_args,
         "min_ratio": settings.min_ratio,
         "revisions": {side: checkouts[side].revision.to_dict() for side in SIDES},
         "machine": machine_info(),

@@ -55,10 +55,24 @@ def latency_metrics(results: ResultsFile) -> list[tuple[Metric, float]]:
     return metrics
 
 
+def serve_metrics(results: ResultsFile) -> list[tuple[Metric, float]]:
+    """The server's mean and median time to first token and its output tokens/s, per request rate."""
+    metrics = []
+    for run in results.at("runs"):
+        rate, measured = run["request_rate"], run["metrics"]
+        if measured["failed"]:
+            raise ValueError(f"{results.name}: {measured['failed']} requests failed at request rate {rate}")
+        metrics += [(_time(f"rate {rate}: mean TTFT"), measured["ttft"]["mean_ms"] / 1000),
+                    (_time(f"rate {rate}: median TTFT"), measured["ttft"]["median_ms"] / 1000),
+                    (_rate(f"rate {rate}: output tok/s"), measured["output_throughput"])]
+    return metrics
+
+
 # The benchmarks an A/B comparison can run, and what it compares of each.
 HEADLINES: dict[str, Callable[[ResultsFile], list[tuple[Metric, float]]]] = {
     "throughput": throughput_metrics,
     "latency": latency_metrics,
+    "serve": serve_metrics,
 }
 
 

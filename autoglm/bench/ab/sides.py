@@ -27,9 +27,14 @@ BASELINE_FLAG = "--baseline"
 NO_BASELINE = ("--baseline", "none")
 
 
+def entry_point() -> tuple[str, ...]:
+    """``autoglm`` with this interpreter, whatever the revision's entry points."""
+    return (sys.executable, "-c", ENTRY_POINT)
+
+
 def bench_command(arguments: list[str]) -> list[str]:
-    """``autoglm bench ARGUMENTS`` with this interpreter, whatever the revision's entry points."""
-    return [sys.executable, "-c", ENTRY_POINT, "bench", *arguments]
+    """``autoglm bench ARGUMENTS`` of whichever revision is first on PYTHONPATH."""
+    return [*entry_point(), "bench", *arguments]
 
 
 def environment(checkout: Checkout) -> dict[str, str]:
@@ -48,7 +53,7 @@ def engine_only_arguments(checkout: Checkout, benchmark: list[str]) -> list[str]
                              capture_output=True, text=True)
     if command.returncode != 0:
         raise ABError(f"{checkout.revision.describe()} cannot run `bench {benchmark[0]}`:\n"
-                      f"{_last_lines(command.stdout + command.stderr)}")
+                      f"{last_lines(command.stdout + command.stderr)}")
     if BASELINE_FLAG in command.stdout and BASELINE_FLAG not in benchmark:
         return [*benchmark, *NO_BASELINE]
     return benchmark
@@ -80,5 +85,6 @@ def run_side(checkout: Checkout, arguments: list[str], output_json: Path, where:
     return json.loads(output_json.read_text())
 
 
-def _last_lines(text: str) -> str:
+def last_lines(text: str) -> str:
+    """The end of a run's output, quoted when it failed."""
     return "\n".join(text.splitlines()[-SHOWN_ON_FAILURE:])

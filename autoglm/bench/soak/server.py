@@ -5,6 +5,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,14 +51,20 @@ class SoakServer:
             self.process.wait()
 
 
-def start_server(port: int, model: str | None, serve_args: str, log_path: Path) -> SoakServer:
-    """``autoglm serve`` on 127.0.0.1:port in a subprocess, its output in log_path; returns once it is ready."""
-    command = [sys.executable, "-m", "autoglm", "serve", "--host", "127.0.0.1", "--port", str(port)]
+def start_server(port: int, model: str | None, serve_args: str, log_path: Path,
+                 entry_point: Sequence[str] = (sys.executable, "-m", "autoglm"),
+                 environment: Mapping[str, str] | None = None) -> SoakServer:
+    """``autoglm serve`` on 127.0.0.1:port in a subprocess, its output in log_path; returns once it is ready.
+
+    ``entry_point`` and ``environment`` choose which package serves: this one by default, another
+    revision's checkout for ``bench ab``.
+    """
+    command = [*entry_point, "serve", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--model", model] if model else []
     command += shlex.split(serve_args)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     server = SoakServer(f"http://127.0.0.1:{port}", process.pid, process)
     print(f"started {shlex.join(command)} (pid {process.pid}, log {log_path})", flush=True)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
