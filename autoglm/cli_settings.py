@@ -12,7 +12,8 @@ from types import NoneType
 from typing import Any, get_args
 
 from autoglm.cli_logging import add_logging_arguments
-from autoglm.config import SERVER_GROUPS, SETTING_ALIASES, AutoGLMConfig, SettingGroup
+from autoglm.config import AutoGLMConfig, SettingGroup
+from autoglm.config.settings import SERVER_GROUPS, SETTING_ALIASES
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 
 logger = logging.getLogger("autoglm.cli")

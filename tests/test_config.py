@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from autoglm.config import AutoGLMConfig, ConfigError, SettingGroup, parse_byte_size
+from autoglm.config import AutoGLMConfig, ConfigError, SettingGroup
+from autoglm.config.settings import parse_byte_size
 
 NO_ENV: dict[str, str] = {}
 

@@ -25,7 +25,7 @@ from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.kernels.cpu_extension import cpu_kernels
-from autoglm.speculative_config import MAX_SPECULATIVE_TOKENS
+from autoglm.config.speculative import MAX_SPECULATIVE_TOKENS
 
 if TYPE_CHECKING:
     from autoglm.attention.layer import Attention

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from autoglm.speculative_config import SpeculativeConfig, parse_speculative_config
+from autoglm.config.speculative import SpeculativeConfig, parse_speculative_config
 
 if sys.version_info >= (3, 11):
     import tomllib
