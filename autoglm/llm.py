@@ -42,7 +42,7 @@ class LLM:
 
     def _start(self, config: AutoGLMConfig) -> None:
         self.config = config
-        self.engine = LLMEngine(config)
+        self.engine = LLMEngine(config.engine_config())
         self._request_counter = itertools.count()
 
     def get_tokenizer(self):

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from autoglm.config import ENV_PREFIX
+from autoglm.config.sources import ENV_PREFIX
 from autoglm.platforms import CPU_DISABLE_FLAGS_ENV
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from autoglm.config import AutoGLMConfig, ConfigError, SettingGroup, parse_byte_size
+from autoglm.config import AutoGLMConfig, ConfigError, SettingGroup
+from autoglm.config.settings import parse_byte_size
 
 NO_ENV: dict[str, str] = {}
 
@@ -212,14 +213,14 @@ def test_kv_cache_memory_rejects(given: Any) -> None:
 
 def test_kv_cache_bytes() -> None:
     total = 80 * 1024**3
-    assert AutoGLMConfig().kv_cache_bytes(total) is None
-    assert AutoGLMConfig(kv_cache_memory="1GiB").kv_cache_bytes(None) == 1024**3
-    assert AutoGLMConfig(kv_cache_memory=0.5).kv_cache_bytes(total) == 40 * 1024**3
+    assert AutoGLMConfig().engine_config().cache.kv_cache_bytes(total) is None
+    assert AutoGLMConfig(kv_cache_memory="1GiB").engine_config().cache.kv_cache_bytes(None) == 1024**3
+    assert AutoGLMConfig(kv_cache_memory=0.5).engine_config().cache.kv_cache_bytes(total) == 40 * 1024**3
 
 
 def test_a_fraction_needs_a_device_that_reports_its_memory() -> None:
     with pytest.raises(ConfigError, match="give a size such as '4GiB'"):
-        AutoGLMConfig(kv_cache_memory=0.5).kv_cache_bytes(None)
+        AutoGLMConfig(kv_cache_memory=0.5).engine_config().cache.kv_cache_bytes(None)
 
 
 def test_paged_attention_off_turns_prefix_caching_off() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from autoglm.cli.settings import add_config_arguments, config_from_args
 from autoglm.config import AutoGLMConfig, ConfigError
-from autoglm.speculative_config import SpeculativeConfig
+from autoglm.config.speculative import SpeculativeConfig
 
 
 def test_off_by_default():

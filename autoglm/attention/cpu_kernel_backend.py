@@ -24,7 +24,7 @@ from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.metadata import AttentionMetadata
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.kernels.cpu_extension import cpu_kernels
-from autoglm.speculative_config import MAX_SPECULATIVE_TOKENS
+from autoglm.config.speculative import MAX_SPECULATIVE_TOKENS
 
 # A decode step's token and every token it may propose: rows up to this long attend query by query.
 MAX_PER_QUERY_ROW_LEN = 1 + MAX_SPECULATIVE_TOKENS

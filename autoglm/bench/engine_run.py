@@ -69,5 +69,5 @@ def run_engine_workload(llm: LLM, workload: Workload, sampling: BenchSampling = 
         compute_dtype=dtype_name(llm.engine.dtype),
         profile=profiler.result(),
         weights=decode_weight_format(llm.engine).label,
-        kv_cache_dtype=llm.engine.config.kv_cache_dtype,
+        kv_cache_dtype=llm.engine.config.cache.kv_cache_dtype,
     )

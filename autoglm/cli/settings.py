@@ -12,12 +12,47 @@ from types import NoneType
 from typing import Any, get_args
 
 from autoglm.cli.logging import add_logging_arguments
-from autoglm.config import SERVER_GROUPS, SETTING_ALIASES, AutoGLMConfig, SettingGroup
+from autoglm.config import AutoGLMConfig, SettingGroup
+from autoglm.config.settings import SERVER_GROUPS, SETTING_ALIASES
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 
 logger = logging.getLogger("autoglm.cli")
 # Placeholders in the help for settings of one plain type; others show the setting's name.
 _METAVARS = {int: "N", float: "SECONDS"}
+# vLLM's short flags for our settings (its long spellings that differ are SETTING_ALIASES).
+VLLM_SHORT_FLAGS = {"tensor_parallel_size": "-tp"}
+_LEAVE_OUT_PIPELINE = "autoglm splits a model by tensor parallelism only: leave it out and give --tensor-parallel-size N"
+# vLLM flags that have no setting of the same meaning here, each refused with what to write instead.
+VLLM_REFUSED_FLAGS = {
+    "--gpu-memory-utilization": (
+        "vLLM's share of device memory for weights, activations and KV cache together has no equal here, where "
+        "only the KV cache is sized: leave it out (the KV cache then takes its share of what stays free after the "
+        "weights and steps), or write --kv-cache-memory 16GiB (a size) or --kv-cache-memory 0.5 (a fraction of "
+        "device memory for the KV cache alone)"
+    ),
+    "--trust-remote-code": "autoglm runs no code from a checkpoint, it implements the architectures it loads: "
+                           "leave it out",
+    "--pipeline-parallel-size": _LEAVE_OUT_PIPELINE,
+    "-pp": _LEAVE_OUT_PIPELINE,
+    "--distributed-executor-backend": "autoglm always starts its tensor-parallel workers as processes: leave it "
+                                      "out (--distributed-backend gloo|nccl chooses how they exchange activations)",
+    "--swap-space": "autoglm keeps no KV cache in host memory (a preempted request is recomputed): leave it out",
+    "--cpu-offload-gb": "autoglm keeps every weight on the device: leave it out, or shrink the weights with "
+                        "--quantization int8 or --quantization int4",
+    "--allowed-origins": "write --cors-allowed-origins with the origins comma-separated, as in "
+                         "--cors-allowed-origins 'https://a.example,https://b.example'",
+    "--disable-log-requests": "a request's log line holds its prompt only under --log-prompts: leave it out, or "
+                              "write --log-level warning to drop every info line",
+    "--download-dir": "autoglm loads a checkpoint folder on disk: give its path as --model FOLDER",
+}
+
+
+class _RefusedFlag(argparse.Action):
+    """A vLLM flag this command line does not take: the parse stops, saying what to write instead."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: {VLLM_REFUSED_FLAGS[option_string]}")
 
 
 def add_draw_arguments(group: argparse._ArgumentGroup) -> None:
@@ -38,7 +73,8 @@ def add_config_arguments(
     """``--config FILE``, the logging flags and one ``--kebab-case`` flag per setting, under a heading per group.
 
     Server and Ray Serve settings only matter to ``serve``; `defaults` replace built-in defaults for this command
-    (below the file and the environment) and show in the help.
+    (below the file and the environment) and show in the help. vLLM's flags that mean nothing here are refused,
+    naming what to write instead.
     """
     parser.add_argument(
         "--config", metavar="FILE",
@@ -55,6 +91,8 @@ def add_config_arguments(
         heading = headings.get(AutoGLMConfig.group_of(name))
         if heading is not None:
             _add_setting_flag(heading, name, defaults.get(name, AutoGLMConfig.model_fields[name].default))
+    for flag in VLLM_REFUSED_FLAGS:
+        parser.add_argument(flag, nargs="?", action=_RefusedFlag, help=argparse.SUPPRESS)
     parser.set_defaults(setting_defaults=defaults)
 
 
@@ -63,6 +101,7 @@ def _add_setting_flag(heading: argparse._ArgumentGroup, name: str, default: Any)
     # argparse %-formats help strings.
     help_text = f"{field.description} (default: {_shown(default)})".replace("%", "%%")
     flags = [_flag(name)] + [_flag(alias) for alias, target in SETTING_ALIASES.items() if target == name]
+    flags += [VLLM_SHORT_FLAGS[name]] if name in VLLM_SHORT_FLAGS else []
     if field.annotation is bool:
         heading.add_argument(*flags, dest=name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
     else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabled, needs_synchronous_steps
 from autoglm.engine.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
@@ -68,7 +68,7 @@ class EngineStats:
 class LLMEngine:
     """Continuous batching over a paged KV cache."""
 
-    def __init__(self, config: AutoGLMConfig, parts: EngineParts | None = None) -> None:
+    def __init__(self, config: EngineConfig, parts: EngineParts | None = None) -> None:
         self.config = config
         parts = parts or build_engine_parts(config)
         self.model_path = parts.model_path
@@ -87,27 +87,27 @@ class LLMEngine:
         self.kv_bytes_per_token = parts.kv_bytes_per_token
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
-            block_size=config.block_size,
-            enable_prefix_caching=config.enable_prefix_caching,
-            reserve_tokens_per_seq=None if config.use_paged_attention else self.max_context_len,
+            block_size=config.cache.block_size,
+            enable_prefix_caching=config.cache.enable_prefix_caching,
+            reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
         )
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
-        self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduling_policy]())
+        self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
         self.scheduler = Scheduler(
-            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.enable_chunked_prefill,
-            self.fair_share, config.max_num_seqs_per_tenant,
+            self.block_manager, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
+            config.scheduler.enable_chunked_prefill, self.fair_share, config.scheduler.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
-        self.request_seeds = random.Random(config.seed)
+        self.request_seeds = random.Random(config.model.seed)
         self.grammars = GrammarCache(self.tokenizer, self.model_config.vocab_size, self.eos_token_ids)
         self.requests: dict[str, RequestState] = {}
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
-        self.async_scheduling = async_scheduling_enabled(config.async_scheduling, self.device)
+        self.async_scheduling = async_scheduling_enabled(config.scheduler.async_scheduling, self.device)
         self._synchronous_requests: set[str] = set()  # ids of requests whose steps may not overlap
         self._in_flight: LaunchedStep | None = None  # launched, its tokens not read yet (async scheduling)
         self.isolation = StepIsolation()
@@ -128,7 +128,7 @@ class LLMEngine:
         return self.linear_methods.layers.decode_weight_dtype(self.dtype)
 
     @classmethod
-    def from_config(cls, config: AutoGLMConfig) -> "LLMEngine":
+    def from_config(cls, config: EngineConfig) -> "LLMEngine":
         return cls(config)
 
     def close(self) -> None:
@@ -233,7 +233,7 @@ class LLMEngine:
     def _check_priority(self, priority: int) -> None:
         """A bounded priority: aging lifts a waiting request by one level per aging period, so an
         unbounded one would let a single client run ahead of every other for good."""
-        bound = self.config.max_abs_priority
+        bound = self.config.scheduler.max_abs_priority
         if not -bound <= priority <= bound:
             raise InvalidRequestError(
                 f"priority must be in [-{bound}, {bound}] (the max_abs_priority setting), "
@@ -306,7 +306,7 @@ class LLMEngine:
             num_running=num_running,
             num_waiting=len(self.requests) - num_running,
             kv_cache_usage=self.block_manager.usage,
-            kv_cache_dtype=self.config.kv_cache_dtype,
+            kv_cache_dtype=self.config.cache.kv_cache_dtype,
             kv_cache_capacity_tokens=self.block_manager.num_blocks * self.block_manager.block_size,
             kv_cache_bytes_per_token=self.kv_bytes_per_token,
             prefix_cache_queries=self.block_manager.prefix_cache_queries,
@@ -314,7 +314,7 @@ class LLMEngine:
             num_preemptions=self.scheduler.num_preemptions,
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.generation_tokens_total,
-            tensor_parallel_size=self.config.tensor_parallel_size,
+            tensor_parallel_size=self.config.parallel.tensor_parallel_size,
             num_failed_steps=self.num_failed_steps,
             spec_decode=self.spec_decode_stats.snapshot() if self.proposer is not None else None,
         )
@@ -429,7 +429,7 @@ class LLMEngine:
         if not batch.seqs:
             return None
         proposals = self._propose(batch)
-        planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.block_size, self.eos_token_ids,
+        planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.cache.block_size, self.eos_token_ids,
                                   proposals, previous.planned if previous else None)
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
 
@@ -440,7 +440,7 @@ class LLMEngine:
             return self._process_result(launched.batch, step_result(launched.planned, output), launched.proposals)
 
     def _lookahead(self, seq: Sequence) -> int:
-        return max_lookahead(seq, self.config.speculative_config.num_speculative_tokens, self.max_context_len)
+        return max_lookahead(seq, self.config.speculative.num_speculative_tokens, self.max_context_len)
 
     def _propose(self, batch: ScheduledBatch) -> dict[Sequence, list[int]]:
         """Proposed tokens for the sequences the scheduler gave lookahead slots; none without a proposer."""

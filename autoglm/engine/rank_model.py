@@ -14,7 +14,7 @@ from torch import nn
 
 from autoglm.attention import select_attention_backend
 from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.model_paths import resolve_model_path
 from autoglm.models import ModelConfig, load_model, resolve_dtype
@@ -51,25 +51,25 @@ class RankModel:
                            backend, kv_format=self.kv_format, padded_decode=padded_decode)
 
 
-def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
-    kv_format = kv_cache_format(config.kv_cache_dtype)
+def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
+    kv_format = kv_cache_format(config.cache.kv_cache_dtype)
     check_kv_cache_format(kv_format, device)  # before minutes of loading
-    model_path = resolve_model_path(config.model)
+    model_path = resolve_model_path(config.model.model)
     model_config = ModelConfig.from_pretrained(model_path)
-    requested_dtype = resolve_dtype(config.dtype, model_config)
-    dtype = compute_dtype(requested_dtype, device, config.cpu_upcast_half)
+    requested_dtype = resolve_dtype(config.model.dtype, model_config)
+    dtype = compute_dtype(requested_dtype, device, config.device.cpu_upcast_half)
     if dtype != requested_dtype:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
                        "keeps half precision, emulated and slower)", requested_dtype)
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
-    quantization = WeightQuantization.from_settings(config.quantization, config.quantization_group_size,
-                                                    config.quantize_lm_head)
+    quantization = WeightQuantization.from_settings(config.model.quantization, config.model.quantization_group_size,
+                                                    config.model.quantize_lm_head)
     # A batch of one verifies its decode token and its proposals on the path its decode steps take.
-    spec = config.speculative_config
+    spec = config.speculative
     verification_rows = 1 + spec.num_speculative_tokens if spec is not None else 0
-    row_limit = row_limit_for(config.cpu_kernel_max_rows, verification_rows)
-    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.cpu_linear_kernel, row_limit,
+    row_limit = row_limit_for(config.device.cpu_kernel_max_rows, verification_rows)
+    linear_methods = linear_methods_for(device, dtype, requested_dtype, config.device.cpu_linear_kernel, row_limit,
                                         kernels_coming)
     linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
     logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
@@ -78,4 +78,4 @@ def load_rank_model(config: AutoGLMConfig, device: torch.device) -> RankModel:
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
     logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
     return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods,
-                     config.cpu_kernel_max_rows == ALL_ROWS)
+                     config.device.cpu_kernel_max_rows == ALL_ROWS)

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.model_paths import resolve_model_path
 from autoglm.attention.kv_cache_format import KVCacheFormat
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.partition import partition_model
@@ -58,13 +58,13 @@ def collect_eos_token_ids(model_path: Path, model_config: ModelConfig, tokenizer
     return ids
 
 
-def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.device,
+def _num_blocks(config: EngineConfig, model, dtype: torch.dtype, device: torch.device,
                 max_context_len: int, kv_format: KVCacheFormat, reserve: int) -> int:
     """Blocks in the budget, leaving ``reserve`` bytes (the profiled steps' need) free on an accelerator."""
-    per_block = bytes_per_block(model, config.block_size, dtype, kv_format)
+    per_block = bytes_per_block(model, config.cache.block_size, dtype, kv_format)
     memory = device_memory(device)
-    full_need = config.max_num_seqs * -(-max_context_len // config.block_size) * per_block
-    budget = fit_kv_budget(config.kv_cache_bytes(memory[1] if memory else None), memory[0] if memory else None,
+    full_need = config.scheduler.max_num_seqs * -(-max_context_len // config.cache.block_size) * per_block
+    budget = fit_kv_budget(config.cache.kv_cache_bytes(memory[1] if memory else None), memory[0] if memory else None,
                            reserve, full_need)
     num_blocks = budget // per_block
     if num_blocks < 1:
@@ -72,57 +72,62 @@ def _num_blocks(config: AutoGLMConfig, model, dtype: torch.dtype, device: torch.
     return num_blocks
 
 
-def build_engine_parts(config: AutoGLMConfig) -> EngineParts:
+def build_engine_parts(config: EngineConfig) -> EngineParts:
     """Each stage logs at INFO, so a command line shows what a slow start is doing."""
     started = time.perf_counter()
-    if not config.enable_chunked_prefill and config.max_num_batched_tokens < config.max_context_len:
+    scheduler = config.scheduler
+    if not scheduler.enable_chunked_prefill and scheduler.max_num_batched_tokens < config.model.max_context_len:
         raise ValueError(
-            f"with enable_chunked_prefill off, max_num_batched_tokens ({config.max_num_batched_tokens}) must be "
-            f"at least max_context_len ({config.max_context_len}) so that any prompt fits in one step"
+            f"with enable_chunked_prefill off, max_num_batched_tokens ({scheduler.max_num_batched_tokens}) must be "
+            f"at least max_context_len ({config.model.max_context_len}) so that any prompt fits in one step"
         )
-    device = resolve_device(config.device)
-    workers = _start_workers(config, device) if config.tensor_parallel_size > 1 else None
+    device = resolve_device(config.device.device)
+    workers = _start_workers(config, device) if config.parallel.tensor_parallel_size > 1 else None
     if workers is not None:
         device = rank_device(workers.settings, 0)
-    claim_num_threads(rank_threads(config.num_threads, workers.settings) if workers else config.num_threads)
+    num_threads = config.device.num_threads
+    claim_num_threads(rank_threads(num_threads, workers.settings) if workers else num_threads)
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
     try:
         rank = load_rank_model(config, device)
-        tokenizer_path = str(config.tokenizer or rank.model_path)
+        tokenizer_path = str(config.model.tokenizer or rank.model_path)
         logger.info("loading the tokenizer from %s", tokenizer_path)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        max_context_len = config.max_context_len
+        max_context_len = config.model.max_context_len
         model_config = rank.model_config
         if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:
             max_context_len = model_config.max_position_embeddings
             logger.info("max_context_len lowered to the model's max_position_embeddings (%d)", max_context_len)
         eos_token_ids = collect_eos_token_ids(rank.model_path, model_config, tokenizer)
         # Tensor-parallel ranks replay no graphs yet: their steps wait on collectives issued from Python.
-        graphs = None if workers else decode_graph_settings(rank.device, config.enforce_eager, config.max_num_seqs,
-                                                            max_context_len, config.block_size)
+        graphs = None if workers else decode_graph_settings(rank.device, config.device.enforce_eager,
+                                                            scheduler.max_num_seqs, max_context_len,
+                                                            config.cache.block_size)
         # A tensor-parallel rank cannot run a forward alone (its peers wait in collectives): no profile run.
-        reserve = 0 if workers else step_reserve_bytes(rank.model, rank.device, config.max_num_batched_tokens,
-                                                       config.max_num_seqs, graphs is not None)
+        reserve = 0 if workers else step_reserve_bytes(rank.model, rank.device, scheduler.max_num_batched_tokens,
+                                                       scheduler.max_num_seqs, graphs is not None)
         num_blocks = _num_blocks(config, rank.model, rank.dtype, rank.device, max_context_len, rank.kv_format,
                                  reserve)
-        runner = rank.runner(config.block_size, num_blocks, graphs)
+        runner = rank.runner(config.cache.block_size, num_blocks, graphs)
         if workers is not None:
             workers.share(num_blocks)  # the block tables are the same on every rank
     except BaseException:
         if workers is not None:
             workers.close()
         raise
-    logger.info("KV cache holds %d tokens (kv_cache_dtype %s); engine ready in %.1f s", num_blocks * config.block_size,
-                rank.kv_format.name, time.perf_counter() - started)
+    logger.info("KV cache holds %d tokens (kv_cache_dtype %s); engine ready in %.1f s",
+                num_blocks * config.cache.block_size, rank.kv_format.name, time.perf_counter() - started)
     return EngineParts(rank.model_path, model_config, tokenizer, rank.device, rank.dtype, max_context_len,
                        eos_token_ids, num_blocks, runner if workers is None else TensorParallelRunner(runner, workers),
                        runner.kv_pool.bytes_per_token, rank.linear_methods, workers)
 
 
-def _start_workers(config: AutoGLMConfig, device: torch.device) -> WorkerGroup:
+def _start_workers(config: EngineConfig, device: torch.device) -> WorkerGroup:
     """Check that the model splits across the ranks (before anything starts), then start the workers."""
-    partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model)), 0, config.tensor_parallel_size)
-    settings = group_settings(config.distributed_backend, device, config.tensor_parallel_size)
-    logger.info("starting %d tensor-parallel workers (%s)", config.tensor_parallel_size - 1, settings.backend)
+    parallel = config.parallel
+    partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model.model)), 0,
+                    parallel.tensor_parallel_size)
+    settings = group_settings(parallel.distributed_backend, device, parallel.tensor_parallel_size)
+    logger.info("starting %d tensor-parallel workers (%s)", parallel.tensor_parallel_size - 1, settings.backend)
     return WorkerGroup.start(config, settings)

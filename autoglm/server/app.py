@@ -192,7 +192,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         registry = registry_from_config(config)
     state = ServerState(config, keyring, registry if config.serve_models else None, load_version)
     state.pool.on_engine_broken = on_engine_broken
-    load = load_engine or partial(LLMEngine, config)
+    load = load_engine or partial(LLMEngine, config.engine_config())
 
     def loaded(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and on_load_failure is not None:

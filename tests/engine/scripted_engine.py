@@ -80,6 +80,6 @@ def scripted_engine(num_blocks: int, **settings) -> LLMEngine:
         eos_token_ids=collect_eos_token_ids(DEFAULT_MODEL_DIR, model_config, tokenizer), num_blocks=num_blocks,
         runner=ScriptedRunner(model_config.vocab_size),
     )
-    engine = LLMEngine(config, parts)
+    engine = LLMEngine(config.engine_config(), parts)
     engine.runner.scheduler = engine.scheduler
     return engine

@@ -50,7 +50,7 @@ def test_health_names_a_stalled_engine_and_recovers_when_it_steps_again(chat_mod
     gate = StepGate()
 
     def load_engine() -> LLMEngine:
-        engine = LLMEngine(AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS))
+        engine = LLMEngine(AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS).engine_config())
         engine.step = gate.hold(engine.step)
         return engine
 

@@ -205,7 +205,7 @@ def test_health_is_503_while_loading_and_after_the_engine_loop_dies(chat_model, 
 
     def slow_load() -> LLMEngine:
         release.wait(30)
-        return LLMEngine(config)
+        return LLMEngine(config.engine_config())
 
     server = start_server(chat_model, load_engine=slow_load, wait_ready=False)
     try:

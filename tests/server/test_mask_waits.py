@@ -23,7 +23,7 @@ def test_the_engine_thread_sleeps_while_its_request_waits_for_a_mask_and_wakes_w
     config = AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS)
 
     async def scenario() -> str:
-        engine = AsyncEngine(LLMEngine(config), max_waiting_requests=4, request_timeout_s=HANG_GUARD_S)
+        engine = AsyncEngine(LLMEngine(config.engine_config()), max_waiting_requests=4, request_timeout_s=HANG_GUARD_S)
         engine.start()
         try:
             outputs = engine.generate("held", ["Hello world"], constrained())

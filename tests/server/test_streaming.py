@@ -91,7 +91,7 @@ def test_a_reader_that_falls_behind_gets_the_text_it_missed_in_one_output(chat_m
     params = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)
 
     async def scenario() -> None:
-        engine = AsyncEngine(LLMEngine(config), max_waiting_requests=4, request_timeout_s=60)
+        engine = AsyncEngine(LLMEngine(config.engine_config()), max_waiting_requests=4, request_timeout_s=60)
         engine.start()
         try:
             read_promptly: dict[int, RequestOutput] = {}

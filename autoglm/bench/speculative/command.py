@@ -37,7 +37,7 @@ def _speculative(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
     from autoglm.model_paths import resolve_model_path
-    from autoglm.speculative_config import SpeculativeConfig
+    from autoglm.config.speculative import SpeculativeConfig
 
     config = announced_config(args)
     tokenizer = AutoTokenizer.from_pretrained(str(config.tokenizer or resolve_model_path(config.model)))

@@ -8,7 +8,7 @@ from autoglm.bench.engine_run import bench_llm
 from autoglm.bench.speculative.workload import QuotingPrompt
 from autoglm.config import AutoGLMConfig
 from autoglm.sampling_params import SamplingParams
-from autoglm.speculative_config import SpeculativeConfig
+from autoglm.config.speculative import SpeculativeConfig
 
 PLAIN = "plain"
 

@@ -12,7 +12,7 @@ import os
 import threading
 from multiprocessing.connection import Connection
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.engine.rank_model import load_rank_model
 from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_group, leave_group, rank_device,
                                                           rank_threads)
@@ -25,14 +25,14 @@ logger = logging.getLogger(__name__)
 EXIT_ENGINE_GONE = 3
 
 
-def run_worker(config: AutoGLMConfig, settings: GroupSettings, rank: int, lifeline: Connection) -> None:
+def run_worker(config: EngineConfig, settings: GroupSettings, rank: int, lifeline: Connection) -> None:
     _exit_when_closed(lifeline)
-    claim_num_threads(rank_threads(config.num_threads, settings))
+    claim_num_threads(rank_threads(config.device.num_threads, settings))
     device = rank_device(settings, rank)
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
     channel = join_group(settings, rank)
-    runner = load_rank_model(config, device).runner(config.block_size, channel.share())
+    runner = load_rank_model(config, device).runner(config.cache.block_size, channel.share())
     while (plan := channel.receive()) is not None:
         runner.launch(plan)  # its output is rank 0's to read
     leave_group()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.distributed.parallel_state import set_communication_timer
 from autoglm.engine.errors import EngineBrokenError
 from autoglm.engine.tensor_parallel.plan_channel import PlanChannel
@@ -51,7 +51,7 @@ class WorkerGroup:
         self._watcher = threading.Thread(target=self._watch, name="autoglm-tp-watch", daemon=True)
 
     @classmethod
-    def start(cls, config: AutoGLMConfig, settings: GroupSettings) -> WorkerGroup:
+    def start(cls, config: EngineConfig, settings: GroupSettings) -> WorkerGroup:
         """Spawn the workers and join the group with them; returns once every rank has joined."""
         context = multiprocessing.get_context("spawn")
         processes, lifelines = [], []

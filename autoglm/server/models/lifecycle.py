@@ -36,7 +36,7 @@ EngineLoader = Callable[[ModelVersion], Callable[[], LLMEngine]]
 
 def engine_loader(config: AutoGLMConfig) -> EngineLoader:
     """Each version's engine from its checkpoint, with the server's settings and a share of its KV budget."""
-    return lambda version: partial(LLMEngine, version_config(config, version.path))
+    return lambda version: partial(LLMEngine, version_config(config, version.path).engine_config())
 
 
 class ModelLifecycle:

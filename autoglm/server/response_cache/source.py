@@ -50,17 +50,17 @@ def answer_source(engine: LLMEngine, registered_sha256: str | None = None) -> An
     per load (1-3 s a GB; see docs/MODELS.md)."""
     config = engine.config
     folders = [engine.model_path]
-    if config.tokenizer is not None and Path(config.tokenizer).is_dir():
-        folders.append(Path(config.tokenizer))
+    if config.model.tokenizer is not None and Path(config.model.tokenizer).is_dir():
+        folders.append(Path(config.model.tokenizer))
     return AnswerSource(
         weights_sha256=registered_sha256 or weights_sha256(engine.model_path),
         files_sha256=files_sha256([file for folder in folders for file in description_files(folder)]),
         dtype=str(engine.dtype),
         linear_methods=f"{engine.linear_methods.layers.describe()}; {engine.linear_methods.lm_head.describe()}",
         device=engine.device.type,
-        quantization=config.quantization,
-        quantization_group_size=config.quantization_group_size,
-        quantize_lm_head=config.quantize_lm_head,
-        kv_cache_dtype=config.kv_cache_dtype,
-        tensor_parallel_size=config.tensor_parallel_size,
+        quantization=config.model.quantization,
+        quantization_group_size=config.model.quantization_group_size,
+        quantize_lm_head=config.model.quantize_lm_head,
+        kv_cache_dtype=config.cache.kv_cache_dtype,
+        tensor_parallel_size=config.parallel.tensor_parallel_size,
     )

@@ -1,47 +1,48 @@
-"""The engine's one validated settings object.
-
-Settings come from a file (YAML, JSON or TOML), then ``AUTOGLM_<SETTING>`` environment
-variables, then arguments such as CLI flags; each layer overrides the one before. Every bad
-value is reported as a `ConfigError` naming where it came from and what is allowed, so a user
-never has to read a validation traceback to fix a typo.
-"""
+"""The settings users give, as one flat validated object: what files, environment variables, flags and
+``LLM(**kwargs)`` fill (see sources.py), split into the engine's and the server's views (engine.py, server.py)."""
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 import re
-import sys
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import fields
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
-from types import NoneType
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails
 
-from autoglm.speculative_config import SpeculativeConfig, parse_speculative_config
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
-ENV_PREFIX = "AUTOGLM_"
-# Variables that share the prefix but are read elsewhere, so they are not settings.
-NON_SETTING_ENV_VARS = frozenset(
-    {"AUTOGLM_HOME", "AUTOGLM_LOG_LEVEL", "AUTOGLM_CPU_DISABLE_FLAGS", "AUTOGLM_KERNEL_CACHE"}
+from autoglm.config.engine import (
+    CacheConfig,
+    DeviceConfig,
+    EngineConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
 )
+from autoglm.config.server import (
+    HttpConfig,
+    RayConfig,
+    ResponseCacheConfig,
+    ServerConfig,
+    TenantsConfig,
+    VersionsConfig,
+)
+from autoglm.config.sources import (
+    ARGUMENT_SOURCE,
+    DEFAULTS_SOURCE,
+    ConfigError,
+    SourcedSettings,
+    env_settings,
+    read_settings_file,
+)
+from autoglm.config.speculative import SpeculativeConfig, parse_speculative_config
+
+_Part = TypeVar("_Part")
 # Other engines' names for our settings, accepted so their config files carry over.
 SETTING_ALIASES = {"max_model_len": "max_context_len"}
-ARGUMENT_SOURCE = "arguments"
-DEFAULTS_SOURCE = "the command's defaults"
 
 _DTYPE_ALIASES = {
     "fp32": "float32",
@@ -72,13 +73,6 @@ _KV_CACHE_MEMORY_EXPECTED = (
     "expected 'auto', a byte count (4096, '512MiB', '2GiB', '1.5GB') "
     "or a fraction of device memory greater than 0 and at most 1 (0.9)"
 )
-_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
-_BOUND_SYMBOLS = {"ge": ">=", "gt": ">", "le": "<="}
-_KIND_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", NoneType: "null"}
-
-
-class ConfigError(ValueError):
-    """A setting is unknown or has a value the engine cannot use."""
 
 
 class SettingGroup(str, Enum):
@@ -556,16 +550,16 @@ class AutoGLMConfig(BaseModel):
 
     def __init__(self, /, **data: Any) -> None:
         """Build from keyword arguments, reporting unknown names and bad values as ConfigError."""
-        settings = _SourcedSettings()
+        settings = _sourced_settings()
         settings.add_layer((key, value, ARGUMENT_SOURCE) for key, value in data.items())
         self._validate_into_self(settings)
 
-    def _validate_into_self(self, settings: _SourcedSettings) -> None:
+    def _validate_into_self(self, settings: SourcedSettings) -> None:
         """Validate `settings` into this instance, blaming each bad value on the layer it came from."""
         try:
             super().__init__(**settings.values)
         except ValidationError as error:
-            raise ConfigError("\n".join(_explain(error, settings.sources))) from None
+            raise ConfigError(settings.explain(error)) from None
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -600,12 +594,12 @@ class AutoGLMConfig(BaseModel):
         Later layers win; None values in `overrides` mean "not given" (an unset CLI flag).
         `defaults` replace the built-in defaults for one command, such as a benchmark's dtype.
         """
-        settings = _SourcedSettings()
+        settings = _sourced_settings()
         settings.add_layer((key, value, DEFAULTS_SOURCE) for key, value in (defaults or {}).items())
         if path is not None:
             source = str(path)
-            settings.add_layer((key, value, source) for key, value in _read_settings_file(Path(path)).items())
-        settings.add_layer(_env_settings(os.environ if env is None else env))
+            settings.add_layer((key, value, source) for key, value in read_settings_file(Path(path)).items())
+        settings.add_layer(env_settings(os.environ if env is None else env))
         settings.add_layer(
             (key, value, ARGUMENT_SOURCE) for key, value in (overrides or {}).items() if value is not None
         )
@@ -614,22 +608,27 @@ class AutoGLMConfig(BaseModel):
         config._validate_into_self(settings)
         return config
 
-    def kv_cache_bytes(self, total_device_bytes: int | None) -> int | None:
-        """The KV cache budget in bytes, or None to let the engine size it.
+    def engine_config(self) -> EngineConfig:
+        """The settings an engine reads, grouped: what the engine, the runner and tensor-parallel workers get."""
+        return EngineConfig(
+            model=_part(ModelConfig, self),
+            device=_part(DeviceConfig, self),
+            cache=_part(CacheConfig, self),
+            scheduler=_part(SchedulerConfig, self),
+            parallel=_part(ParallelConfig, self),
+            speculative=self.speculative_config,
+        )
 
-        `total_device_bytes` is the accelerator's memory, None on the CPU, where a fraction has
-        nothing to be a fraction of.
-        """
-        if self.kv_cache_memory == "auto":
-            return None
-        if isinstance(self.kv_cache_memory, int):
-            return self.kv_cache_memory
-        if total_device_bytes is None:
-            raise ConfigError(
-                f"kv_cache_memory: a fraction ({self.kv_cache_memory}) needs a device that reports its memory "
-                "size, and this one does not; give a size such as '4GiB' instead"
-            )
-        return int(self.kv_cache_memory * total_device_bytes)
+    def server_config(self) -> ServerConfig:
+        """The settings a server reads, grouped, with the engine settings of the model it starts."""
+        return ServerConfig(
+            http=_part(HttpConfig, self),
+            tenants=_part(TenantsConfig, self),
+            response_cache=_part(ResponseCacheConfig, self),
+            versions=_part(VersionsConfig, self),
+            ray=_part(RayConfig, self),
+            engine=self.engine_config(),
+        )
 
     def check_ray_rate_limits(self) -> None:
         """On Ray with several replicas, tenants' limits must be counted in one place: each replica counting in
@@ -734,126 +733,11 @@ class AutoGLMConfig(BaseModel):
         return enabled and info.data.get("use_paged_attention", True)
 
 
-@dataclass
-class _SourcedSettings:
-    """Values by setting name, each remembering where it came from for error messages."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def add_layer(self, entries: Iterable[tuple[Any, Any, str]]) -> None:
-        """Add (key, value, source) entries over earlier layers; within a layer each setting may appear once."""
-        first_seen: dict[str, tuple[Any, str]] = {}
-        for key, value, source in entries:
-            name = _setting_name(key, source)
-            if name in first_seen:
-                earlier_key, earlier_source = first_seen[name]
-                raise ConfigError(
-                    f"setting '{name}' is given twice: as {earlier_key!r} in {earlier_source} "
-                    f"and as {key!r} in {source}; give it once"
-                )
-            first_seen[name] = (key, source)
-            self.values[name] = value
-            self.sources[name] = source
+def _sourced_settings() -> SourcedSettings:
+    """An empty stack of layers that knows AutoGLMConfig's settings and their other names."""
+    return SourcedSettings(AutoGLMConfig.model_fields, SETTING_ALIASES)
 
 
-def _setting_name(key: Any, source: str) -> str:
-    """The field name `key` stands for, or an error suggesting the closest real one."""
-    name = SETTING_ALIASES.get(key, key)
-    if name in AutoGLMConfig.model_fields:
-        return name
-    valid = AutoGLMConfig.field_names()
-    close = difflib.get_close_matches(str(key).lower(), valid + tuple(SETTING_ALIASES), n=1)
-    suggestion = f"; did you mean '{close[0]}'?" if close else "."
-    raise ConfigError(f"unknown setting {key!r} in {source}{suggestion} Valid settings: {', '.join(valid)}")
-
-
-def _env_settings(env: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
-    """(key, value, source) for each AUTOGLM_* variable that names a setting."""
-    for variable, value in sorted(env.items()):
-        if variable.startswith(ENV_PREFIX) and variable not in NON_SETTING_ENV_VARS:
-            yield variable.removeprefix(ENV_PREFIX).lower(), value, f"environment variable {variable}"
-
-
-def _read_settings_file(path: Path) -> dict[Any, Any]:
-    """The top-level mapping of a YAML, JSON or TOML file, chosen by suffix."""
-    suffix = path.suffix.lower()
-    if suffix not in _FILE_SUFFIXES:
-        raise ConfigError(
-            f"cannot read settings from {path}: unknown file type {path.suffix!r}; allowed: {', '.join(_FILE_SUFFIXES)}"
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"settings file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read settings file {path}: {error}") from None
-    try:
-        if suffix == ".json":
-            data = json.loads(text)
-        elif suffix == ".toml":
-            data = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
-        raise ConfigError(f"malformed settings file {path}: {_syntax_problem(error)}") from None
-    if data is None:  # an empty YAML file, or one holding only comments
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"settings file {path} must hold a mapping of setting names to values at the top level, "
-            f"not {type(data).__name__}"
-        )
-    return data
-
-
-def _syntax_problem(error: Exception) -> str:
-    """The parser's complaint, led by the line where the parser gives one."""
-    if isinstance(error, json.JSONDecodeError):
-        return f"line {error.lineno}, column {error.colno}: {error.msg}"
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        mark = error.problem_mark
-        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
-    return str(error)  # tomllib already writes the line into its message
-
-
-def _explain(error: ValidationError, sources: Mapping[str, str]) -> list[str]:
-    """One line per bad setting: its name, the value, where it came from and what is allowed."""
-    return [_explain_problem(problem, sources) for problem in error.errors()]
-
-
-def _explain_problem(problem: ErrorDetails, sources: Mapping[str, str]) -> str:
-    name = str(problem["loc"][0])
-    if problem["type"] == "value_error":  # raised by our own validators, already worded for a user
-        reason = str(problem["ctx"]["error"])
-    else:
-        reason = "expected " + _expectation(AutoGLMConfig.model_fields[name])
-    return f"{name}: got {problem['input']!r} from {sources[name]}; {reason}"
-
-
-def _expectation(info: FieldInfo) -> str:
-    """What a field accepts, in words, read from its type and bounds."""
-    if get_origin(info.annotation) is Literal:
-        return "one of " + ", ".join(repr(choice) for choice in get_args(info.annotation))
-    kinds = get_args(info.annotation) or (info.annotation,)
-    words = [_kind_words(kind) for kind in kinds]
-    words[0] += _bounds(info.metadata)
-    return " or ".join(words)
-
-
-def _kind_words(kind: Any) -> str:
-    """One member of a field's type in words: a plain type, a literal choice, or a type with its own bounds."""
-    if get_origin(kind) is Literal:
-        return " or ".join(repr(choice) for choice in get_args(kind))
-    if get_origin(kind) is Annotated:
-        base, *rules = get_args(kind)
-        return _kind_words(base) + _bounds([bound for rule in rules for bound in getattr(rule, "metadata", [rule])])
-    return _KIND_WORDS[kind]
-
-
-def _bounds(metadata: list[Any]) -> str:
-    """A field's numeric limits in words, e.g. ' between 1 and 256' or ' > 0'."""
-    limits = {name: getattr(rule, name) for rule in metadata for name in _BOUND_SYMBOLS if hasattr(rule, name)}
-    if limits.keys() == {"ge", "le"}:
-        return f" between {limits['ge']} and {limits['le']}"
-    return "".join(f" {symbol} {limits[name]}" for name, symbol in _BOUND_SYMBOLS.items() if name in limits)
+def _part(part: type[_Part], settings: AutoGLMConfig) -> _Part:
+    """One group of `settings` as `part`, a dataclass whose fields are named as the settings are."""
+    return part(**{name.name: getattr(settings, name.name) for name in fields(part)})

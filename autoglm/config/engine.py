@@ -1,0 +1,98 @@
+"""What the engine, the runner and tensor-parallel workers are told: plain frozen data, one part per concern.
+
+Built from the user's settings by `AutoGLMConfig.engine_config`; holds no server setting and no secret,
+since workers receive it pickled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoglm.config.sources import ConfigError
+from autoglm.config.speculative import SpeculativeConfig
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which weights and tokenizer to load, and how to load them."""
+
+    model: str | None  # None: the embedded default model
+    tokenizer: str | None  # None: the model folder
+    dtype: str
+    max_context_len: int
+    seed: int
+    quantization: str
+    quantization_group_size: int | None
+    quantize_lm_head: bool
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """Where the model runs and which kernels its steps take."""
+
+    device: str
+    cpu_upcast_half: bool
+    cpu_linear_kernel: str
+    cpu_kernel_max_rows: int | str
+    enforce_eager: bool
+    num_threads: int | None
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The KV cache's blocks, budget and storage."""
+
+    block_size: int
+    kv_cache_memory: str | int | float
+    use_paged_attention: bool
+    enable_prefix_caching: bool
+    kv_cache_dtype: str
+
+    def kv_cache_bytes(self, total_device_bytes: int | None) -> int | None:
+        """The KV cache budget in bytes, or None to let the engine size it.
+
+        `total_device_bytes` is the accelerator's memory, None on the CPU, where a fraction has
+        nothing to be a fraction of.
+        """
+        if self.kv_cache_memory == "auto":
+            return None
+        if isinstance(self.kv_cache_memory, int):
+            return self.kv_cache_memory
+        if total_device_bytes is None:
+            raise ConfigError(
+                f"kv_cache_memory: a fraction ({self.kv_cache_memory}) needs a device that reports its memory "
+                "size, and this one does not; give a size such as '4GiB' instead"
+            )
+        return int(self.kv_cache_memory * total_device_bytes)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How many sequences and tokens a step takes, and in which order requests are served."""
+
+    max_num_seqs: int
+    max_num_seqs_per_tenant: int | None
+    max_num_batched_tokens: int
+    enable_chunked_prefill: bool
+    async_scheduling: bool | str
+    scheduling_policy: str
+    max_abs_priority: int
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How the model is split across processes."""
+
+    tensor_parallel_size: int
+    distributed_backend: str
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Every setting an engine reads, grouped; access paths read like ``config.cache.block_size``."""
+
+    model: ModelConfig
+    device: DeviceConfig
+    cache: CacheConfig
+    scheduler: SchedulerConfig
+    parallel: ParallelConfig
+    speculative: SpeculativeConfig | None  # None: speculative decoding is off

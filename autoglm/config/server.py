@@ -1,0 +1,98 @@
+"""What `autoglm serve` reads beyond the engine's settings: plain frozen data, one part per concern.
+
+Built from the user's settings by `AutoGLMConfig.server_config`; the secrets (API key, storage and registry
+URLs that may hold passwords) stay here and never reach an engine or its workers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from autoglm.config.engine import EngineConfig
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """How the server listens, what it accepts, and how long it waits."""
+
+    served_model_name: str | None  # None: the model's
+    host: str
+    port: int
+    max_waiting_requests: int
+    request_timeout_s: float
+    engine_stall_timeout_s: float
+    drain_timeout_s: float
+    log_stats_interval_s: float
+    max_request_body_bytes: int
+    header_read_timeout_s: float
+    body_read_timeout_s: float
+    max_connections: int
+    allowed_hosts: tuple[str, ...] | None
+    cors_allowed_origins: tuple[str, ...]
+    enable_api_docs: bool
+    tokenizer_workers: int
+    log_prompts: bool
+    max_sequences_per_request: int
+
+
+@dataclass(frozen=True)
+class TenantsConfig:
+    """Who may call the server, and where their limits and usage are counted."""
+
+    tenants_file: str | None
+    api_key: str | None = field(repr=False)
+    rate_limit_storage: str = field(repr=False)  # a Redis URL may hold a password
+    usage_db: str | None
+    usage_flush_interval_s: float
+    metrics_require_key: bool
+
+
+@dataclass(frozen=True)
+class ResponseCacheConfig:
+    """Where answers of deterministic requests are kept to be served again."""
+
+    response_cache: str | None = field(repr=False)  # None: off; a Redis URL may hold a password
+    response_cache_ttl_s: float
+    response_cache_max_entry_bytes: int
+    response_cache_max_bytes: int
+
+
+@dataclass(frozen=True)
+class VersionsConfig:
+    """The model registry, the versions served from it, and when a canary rolls back."""
+
+    registry: Literal["directory", "mlflow"]
+    registry_dir: str | None
+    mlflow_tracking_uri: str | None = field(repr=False)  # a server URL may hold a password
+    serve_models: tuple[str, ...]
+    max_loaded_versions: int
+    auto_rollback: bool
+    auto_rollback_window_s: float
+    auto_rollback_min_requests: int
+    auto_rollback_max_error_rate: float
+    auto_rollback_max_p99_ttft_s: float | None
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Replicas and routing under `autoglm serve --ray`."""
+
+    ray_min_replicas: int
+    ray_max_replicas: int
+    ray_target_ongoing_requests: float | None
+    ray_prefix_routing: bool
+    ray_prefix_routing_chars: int
+    ray_metrics_port: int | None
+    ray_num_gpus: float
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Every setting a server reads, and the engine settings of the model it starts."""
+
+    http: HttpConfig
+    tenants: TenantsConfig
+    response_cache: ResponseCacheConfig
+    versions: VersionsConfig
+    ray: RayConfig
+    engine: EngineConfig
