@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoglm.cli import build_parser, main
-from autoglm.cli_settings import VLLM_REFUSED_FLAGS, config_from_args
+from autoglm.cli.main import build_parser, main
+from autoglm.cli.settings import VLLM_REFUSED_FLAGS, config_from_args
 
 VLLM_SERVE_LINE = [
     "serve", "--model", "/models/llama", "--max-model-len", "4096", "--served-model-name", "llama", "--tensor-parallel-size",

@@ -42,7 +42,7 @@ def test_every_setting_has_one_row_with_its_flag_variable_and_default():
 
 def test_the_written_flags_and_variables_are_the_ones_the_settings_reader_takes():
     """Every flag a row shows sets its setting on ``autoglm serve``; a variable spelled as the rows spell it is read."""
-    from autoglm.cli import build_parser
+    from autoglm.cli.main import build_parser
 
     parser = build_parser()
     for name, field in AutoGLMConfig.model_fields.items():
