@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.ab.command import add_ab_command
-from autoglm.bench.arguments import add_results_and_engine_settings
+from autoglm.bench.lib.arguments import add_results_and_engine_settings
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
-from autoglm.bench.sampling import BenchSampling, add_sampling_arguments
+from autoglm.bench.lib.sampling import BenchSampling, add_sampling_arguments
 from autoglm.bench.serve.command import add_serve_command
-from autoglm.bench.shapes import MODEL_SHAPES
+from autoglm.bench.lib.shapes import MODEL_SHAPES
 from autoglm.bench.soak.command import add_soak_command
 from autoglm.bench.speculative.command import add_speculative_command
 from autoglm.bench.structured.command import add_structured_command
 from autoglm.bench.swap.command import add_swap_command
 from autoglm.bench.tenants.command import add_tenants_command
-from autoglm.bench.workloads import WORKLOADS
+from autoglm.bench.lib.workloads import WORKLOADS
 from autoglm.cli_settings import announced_config
 
 ALL_WORKLOADS = "all"
@@ -72,7 +72,7 @@ def _add_profile_flag(parser: argparse.ArgumentParser) -> None:
 
 # Handlers import their modules when run: `autoglm --help` should not load torch.
 def _make_model(args: argparse.Namespace) -> int:
-    from autoglm.bench.make_model import make_model
+    from autoglm.bench.make_model.checkpoint import make_model
 
     overrides = dict(args.override)
     if args.layers is not None:
@@ -97,7 +97,7 @@ def _add_make_model(subparsers) -> None:
 
 
 def _throughput(args: argparse.Namespace) -> int:
-    from autoglm.bench.throughput import ThroughputSettings, report_throughput, run_throughput
+    from autoglm.bench.throughput.measure import ThroughputSettings, report_throughput, run_throughput
 
     config = announced_config(args)
     settings = ThroughputSettings(
@@ -129,7 +129,7 @@ def _add_throughput(subparsers) -> None:
 
 
 def _roofline(args: argparse.Namespace) -> int:
-    from autoglm.bench.roofline import FULL_SIZES, QUICK_SIZES, measure_roofline, report_roofline
+    from autoglm.bench.roofline.measure import FULL_SIZES, QUICK_SIZES, measure_roofline, report_roofline
     from autoglm.platforms import resolve_device
 
     _use_num_threads(args)
@@ -164,7 +164,7 @@ def _lengths(text: str) -> list[int]:
 
 
 def _latency(args: argparse.Namespace) -> int:
-    from autoglm.bench.latency import LatencySettings, decode_bounds, report_latency, run_latency
+    from autoglm.bench.latency.measure import LatencySettings, decode_bounds, report_latency, run_latency
 
     config = announced_config(args)
     settings = LatencySettings(
@@ -199,7 +199,7 @@ def _add_latency(subparsers) -> None:
 def _quant_kernels(args: argparse.Namespace) -> int:
     import torch
 
-    from autoglm.bench.quant_kernels import QWEN_05B_LAYER_SHAPES, ROW_COUNTS, measure, report_quant_kernels
+    from autoglm.bench.quant_kernels.measure import QWEN_05B_LAYER_SHAPES, ROW_COUNTS, measure, report_quant_kernels
 
     _use_num_threads(args)
     shapes, rows = ((QWEN_05B_LAYER_SHAPES[0],), (1, 3)) if args.quick else (QWEN_05B_LAYER_SHAPES, ROW_COUNTS)
@@ -231,7 +231,7 @@ def _add_quantized_model_arguments(parser: argparse.ArgumentParser, handler: Cal
 
 
 def _quant_accuracy(args: argparse.Namespace) -> int:
-    from autoglm.bench.quant_accuracy import measure_quant_accuracy, report_quant_accuracy
+    from autoglm.bench.quant_accuracy.measure import measure_quant_accuracy, report_quant_accuracy
 
     report_quant_accuracy(measure_quant_accuracy(args.model, args.group_size), args.output_json)
     return 0
@@ -244,7 +244,7 @@ def _add_quant_accuracy(subparsers) -> None:
 
 
 def _quant_memory(args: argparse.Namespace) -> int:
-    from autoglm.bench.quant_memory import measure_quant_memory, report_quant_memory
+    from autoglm.bench.quant_memory.measure import measure_quant_memory, report_quant_memory
 
     report_quant_memory(measure_quant_memory(args.model, args.group_size), args.output_json)
     return 0

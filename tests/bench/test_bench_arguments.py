@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.report import print_and_write
+from autoglm.bench.results.report import print_and_write
 from autoglm.cli import build_parser
 from autoglm.cli_settings import config_from_args
 

@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
-from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
-from autoglm.bench.roofline import (
+from autoglm.bench.roofline.linear_paths import LinearPathRate, LinearPaths
+from autoglm.bench.roofline.measure import (
     QUICK_SIZES,
     MatmulRate,
     MatrixSizes,

@@ -11,7 +11,7 @@ from typing import Any
 from autoglm.bench.ab.checkouts import Checkout, resolve_revision, temporary_worktree, working_tree_revision
 from autoglm.bench.ab.metrics import AFTER, BEFORE, SIDES
 from autoglm.bench.ab.sides import engine_only_arguments, run_side
-from autoglm.bench.report import machine_info
+from autoglm.bench.results.report import machine_info
 
 LABELS = {BEFORE: "A", AFTER: "B"}
 

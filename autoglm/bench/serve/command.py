@@ -12,18 +12,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoglm.bench.serve.datasets import (
+from autoglm.bench.lib.datasets import (
     DATASETS,
     ServeRequest,
     jsonl_requests,
     random_requests,
     shared_prefix_requests,
 )
-from autoglm.bench.arguments import number, positive_float, positive_int
-from autoglm.bench.report import write_json
-from autoglm.bench.serve.errors import ServeBenchError, import_extra, run_http_bench
-from autoglm.bench.serve.metrics import SLO_NAMES
-from autoglm.bench.serve.tenant_load import (
+from autoglm.bench.lib.arguments import number, positive_float, positive_int
+from autoglm.bench.results.report import write_json
+from autoglm.bench.lib.errors import ServeBenchError, import_extra, run_http_bench
+from autoglm.bench.lib.serve_metrics import SLO_NAMES
+from autoglm.bench.lib.tenant_load import (
     TenantLoad,
     tenant_keys,
     tenant_loads,
@@ -35,8 +35,8 @@ from autoglm.bench.serve.tenant_load import (
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from autoglm.bench.serve.client import CompletionTarget
-    from autoglm.bench.serve.runner import Send
+    from autoglm.bench.lib.client import CompletionTarget
+    from autoglm.bench.lib.rate_runner import Send
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 # Datasets that draw random prompts of exact token lengths, which takes a tokenizer.
@@ -156,12 +156,12 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         import_extra("matplotlib", "--plot")
     _check_dataset_options(args)
     loads = _loads(args)
-    from autoglm.bench.serve.client import CompletionTarget
-    from autoglm.bench.serve.metrics import aggregate
-    from autoglm.bench.serve.runner import run_at_rate
+    from autoglm.bench.lib.client import CompletionTarget
+    from autoglm.bench.lib.serve_metrics import aggregate
+    from autoglm.bench.lib.rate_runner import run_at_rate
     from autoglm.bench.serve.server_counters import prefix_cache_report, read_counters
-    from autoglm.bench.serve.summary import failure_notes, rate_label, report_document, summary_table, tenants_table
-    from autoglm.bench.serve.tenant_metrics import tenant_results
+    from autoglm.bench.serve.report import failure_notes, rate_label, report_document, summary_table, tenants_table
+    from autoglm.bench.lib.tenant_metrics import tenant_results
 
     model, tokenizer = _model_and_tokenizer(args, loads[0].api_key)
     rates = [rate for group in args.request_rate or [[math.inf]] for rate in group]
@@ -227,7 +227,7 @@ def _loads(args: argparse.Namespace) -> list[TenantLoad]:
 def _sends(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase | None, loads: list[TenantLoad],
            targets: list[CompletionTarget], rate: float, index: int) -> tuple[list[Send], dict[str, float]]:
     """Every request of one run, each tenant's at its own rate, and those rates by tenant."""
-    from autoglm.bench.serve.runner import tenant_sends
+    from autoglm.bench.lib.rate_runner import tenant_sends
 
     def requests_of(load: TenantLoad) -> list[ServeRequest]:
         # Fresh prompts for each rate and tenant: the prefix cache should carry none from one to another.
@@ -251,7 +251,7 @@ def _model_and_tokenizer(args: argparse.Namespace,
     /v1/models is asked when no ``--model`` is given, or when a dataset needs a tokenizer and
     none is given: a server on this machine (autoglm serve, vLLM) names its model folder as ``root``.
     """
-    from autoglm.bench.serve.client import fetch_models
+    from autoglm.bench.lib.client import fetch_models
 
     model, tokenizer_path = args.model, args.tokenizer
     needs_tokenizer = args.dataset in TOKENIZER_DATASETS

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
+from autoglm.bench.lib.arguments import add_results_and_engine_settings, positive_int
 from autoglm.cli_settings import announced_config
 from autoglm.model_paths import DEFAULT_DRAFT_MODEL_DIR
 

@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
+from autoglm.bench.lib.arguments import positive_float, positive_int
+from autoglm.bench.lib.errors import ServeBenchError, run_http_bench
 
 if TYPE_CHECKING:
-    from autoglm.bench.tenants.phases import PhaseSettings
+    from autoglm.bench.tenants.measure import PhaseSettings
 
 # Unmeasured requests on each server first, so neither pays for warming up.
 WARMUP_PROMPTS = 8
@@ -70,10 +70,10 @@ def add_tenants_command(subparsers) -> None:
 
 def run_tenants_bench(args: argparse.Namespace) -> int:
     """Returns 1 when any request failed, so scripts notice."""
-    from autoglm.bench.report import machine_info, print_and_write
-    from autoglm.bench.serve.tenant_load import TenantLoad
-    from autoglm.bench.soak.server import start_server
-    from autoglm.bench.tenants.phases import run_phase
+    from autoglm.bench.results.report import machine_info, print_and_write
+    from autoglm.bench.lib.tenant_load import TenantLoad
+    from autoglm.bench.lib.server import start_server
+    from autoglm.bench.tenants.measure import run_phase
     from autoglm.bench.tenants.report import failed_requests, summary_lines
     from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants
 
@@ -126,8 +126,8 @@ def _phase_settings(base_url: str, api_key: str | None, args: argparse.Namespace
     """The served model's name, and its tokenizer from the folder it names (the server runs here)."""
     from transformers import AutoTokenizer
 
-    from autoglm.bench.serve.client import fetch_models
-    from autoglm.bench.tenants.phases import PhaseSettings
+    from autoglm.bench.lib.client import fetch_models
+    from autoglm.bench.tenants.measure import PhaseSettings
 
     card = fetch_models(base_url, api_key)[0]
     root = card.get("root")
@@ -141,8 +141,8 @@ def _throughput_rounds(open_settings: PhaseSettings, keyed_settings: PhaseSettin
                        args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A warm-up on each server, then ``--rounds`` saturated runs on each, alternating: the same
     prompts on either server, round by round."""
-    from autoglm.bench.serve.tenant_load import TenantLoad
-    from autoglm.bench.tenants.phases import run_phase
+    from autoglm.bench.lib.tenant_load import TenantLoad
+    from autoglm.bench.tenants.measure import run_phase
     from autoglm.bench.tenants.tenants_file import FLOODER
 
     def sender(prompts: int, key: str | None) -> list[TenantLoad]:
