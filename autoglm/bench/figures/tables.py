@@ -15,7 +15,7 @@ from autoglm.bench.results.machine import describe_machine, same_device
 from autoglm.bench.results.results_files import ResultsFile
 from autoglm.bench.soak import report as soak_report
 from autoglm.bench.speculative import report as speculative_report
-from autoglm.bench.roofline.linear_paths import linear_paths_rows, missing_kernels
+from autoglm.bench.roofline.report import linear_paths_rows, missing_kernels
 from autoglm.bench.results.profile_report import linear_paths_rows as path_calls_rows
 
 GIGA = 1e9

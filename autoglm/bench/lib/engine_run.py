@@ -6,15 +6,16 @@ from statistics import mean, median
 
 from autoglm.bench.results.report import dtype_name
 from autoglm.bench.results.throughput import EngineThroughputResult
-from autoglm.bench.roofline.measure import WeightFormat
+from autoglm.bench.results.roofline import WeightFormat
 from autoglm.bench.lib.sampling import BenchSampling
-from autoglm.bench.lib.workloads import Workload
+from autoglm.bench.lib.workloads import Workload, usable_token_ids
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
 from autoglm.progress import show_progress
 
+ENGINE_SIDE, BASELINE_SIDE = "autoglm", "transformers"  # how results name the two sides
 KERNEL_BUILD_WAIT_S = 900  # a first start on a machine builds the CPU kernels, in 1-3 minutes
 
 
@@ -71,3 +72,12 @@ def run_engine_workload(llm: LLM, workload: Workload, sampling: BenchSampling = 
         weights=decode_weight_format(llm.engine).label,
         kv_cache_dtype=llm.engine.config.kv_cache_dtype,
     )
+
+
+def prompt_token_ids(engine: LLMEngine) -> list[int]:
+    """Ids both the model and its tokenizer know, without special ones."""
+    tokenizer = engine.tokenizer
+    special = {*tokenizer.all_special_ids, *engine.eos_token_ids}
+    if engine.model_config.bos_token_id is not None:
+        special.add(engine.model_config.bos_token_id)
+    return usable_token_ids(min(len(tokenizer), engine.model_config.vocab_size), special)

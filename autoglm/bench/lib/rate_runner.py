@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -78,3 +79,8 @@ async def run_requests(sends: Sequence[Send], max_concurrency: int | None) -> tu
 def run_at_rate(sends: Sequence[Send], request_rate: float, max_concurrency: int | None) -> RateRun:
     results, duration_s = asyncio.run(run_requests(sends, max_concurrency))
     return RateRun(request_rate, duration_s, results)
+
+
+def rate_label(rate: float) -> str:
+    """``2``, ``0.5`` or ``inf``: a rate as a user typed it, and as JSON can hold it."""
+    return "inf" if math.isinf(rate) else f"{rate:g}"

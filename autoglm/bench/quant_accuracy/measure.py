@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.results.report import machine_info, write_json
+from autoglm.bench.results.report import machine_info
 from autoglm.corpus import read_corpus
 from autoglm.llm import LLM
 from autoglm.model_paths import resolve_model_path
@@ -35,8 +35,3 @@ def measure_quant_accuracy(model: str | None, group_size: int | None) -> dict[st
         print(f"--- {method}\n" + "\n".join(report_lines(report)))
         reports[method] = report.to_dict()
     return {"model": str(model_dir), "text": "held-out Tiny Shakespeare", "reports": reports, "machine": machine_info()}
-
-
-def report_quant_accuracy(results: dict[str, Any], output_json: Path | None) -> None:
-    if output_json is not None:
-        write_json(output_json, results)

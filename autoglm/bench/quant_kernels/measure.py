@@ -8,13 +8,11 @@ runs is timed beside them. GB/s counts the weight bytes each candidate reads onc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from autoglm.bench.results.report import format_table, machine_info, write_json
 from autoglm.bench.lib.timing import best_seconds_per_call
 from autoglm.models.linear_method.int_kernels import (
     dequantized_linear,
@@ -75,17 +73,3 @@ def measure(shapes: tuple[tuple[int, int], ...], row_counts: tuple[int, ...], dt
                 seconds = best_seconds_per_call(lambda: run(x), device, repeats, min_round_s)
                 timings.append(KernelTiming(kernel, out_features, in_features, rows, seconds, weight_bytes))
     return timings
-
-
-def timings_table(timings: list[KernelTiming]) -> str:
-    rows = [[f"{t.out_features}x{t.in_features}", t.kernel, str(t.rows), f"{t.seconds * 1e6:.0f}",
-             f"{t.weight_gb_per_s:.1f}"] for t in timings]
-    return format_table(["shape [out x in]", "kernel", "rows", "us/call", "weight GB/s"], rows, text_columns=2)
-
-
-def report_quant_kernels(timings: list[KernelTiming], output_json: Path | None) -> None:
-    print(f"torch threads: {torch.get_num_threads()}")
-    print(timings_table(timings))
-    if output_json is not None:
-        write_json(output_json, {"timings": [asdict(t) for t in timings], "machine": machine_info(),
-                                 "num_threads": torch.get_num_threads()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoglm.bench.results.results_files import ResultsFile
-from autoglm.bench.roofline.measure import MatmulRate, Roofline, WeightFormat
+from autoglm.bench.results.roofline import MatmulRate, Roofline, WeightFormat
 
 ENGINE = "autoglm"
 ENGINE_WITHOUT_CACHE = "autoglm (no prefix cache)"

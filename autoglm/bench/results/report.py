@@ -1,12 +1,14 @@
 """How benchmark results are shown: an aligned text table, and the machine they ran on."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import platform
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import torch
 import transformers
@@ -78,3 +80,14 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], text_colu
         return "  ".join(padded).rstrip()
 
     return "\n".join([line(header), line(["-" * width for width in widths]), *map(line, rows)])
+
+
+def is_local_server(base_url: str) -> bool:
+    """Whether the server runs on the machine the benchmark runs on, which then names the server's machine."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -2,26 +2,18 @@
 notes, and the JSON document ``--output-json`` writes."""
 from __future__ import annotations
 
-import ipaddress
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from autoglm.bench.results.report import format_table, machine_info
+from autoglm.bench.results.report import format_table, is_local_server, machine_info
 from autoglm.bench.lib.serve_metrics import LatencyStats, ServeMetrics
-from autoglm.bench.lib.rate_runner import RateRun
+from autoglm.bench.lib.rate_runner import RateRun, rate_label
 from autoglm.bench.lib.tenant_metrics import TenantResult, backlogged_shares, weight_shares
 
 LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))
 # Distinct error messages a failure note quotes.
 MAX_ERRORS_SHOWN = 3
-
-
-def rate_label(rate: float) -> str:
-    """``2``, ``0.5`` or ``inf``: a rate as a user typed it, and as JSON can hold it."""
-    return "inf" if math.isinf(rate) else f"{rate:g}"
 
 
 def _number(value: float | int | None, digits: int = 2) -> str:
@@ -88,17 +80,6 @@ def failure_notes(runs: Sequence[RateRun]) -> list[str]:
             notes.append(f"rate {rate_label(run.request_rate)}: {sum(errors.values())} of {len(run.results)} "
                          f"requests failed: {reasons}")
     return notes
-
-
-def is_local_server(base_url: str) -> bool:
-    """Whether the server runs on the machine the benchmark runs on, which then names the server's machine."""
-    host = urlsplit(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def report_document(settings: dict[str, Any], runs: Sequence[tuple[RateRun, ServeMetrics]],

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoglm.bench.results.report import machine_info
+from autoglm.bench.results.report import is_local_server, machine_info
 from autoglm.bench.lib.serve_metrics import LatencyStats
-from autoglm.bench.serve.report import is_local_server
 from autoglm.bench.soak.measure import PhaseResult
 
 # The goals the issue set: victims' p99 gap within 3x with the hostile load, memory within 5%.

@@ -43,7 +43,7 @@ def _structured(args: argparse.Namespace) -> int:
     from autoglm.bench.structured.mask_cost import measure_compile_cost, measure_mask_cost
     from autoglm.bench.structured.report import summary_lines
     from autoglm.bench.structured.measure import RoundShape, run_round
-    from autoglm.bench.throughput.measure import prompt_token_ids
+    from autoglm.bench.lib.engine_run import prompt_token_ids
 
     config = config_from_args(args)
     batch = args.num_unconstrained + args.num_neighbours
