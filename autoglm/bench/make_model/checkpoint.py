@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
-from autoglm.bench.lib.shapes import MODEL_SHAPES
-from autoglm.bench.lib.tokenizer import build_bench_tokenizer
+from autoglm.bench.make_model.shapes import MODEL_SHAPES
+from autoglm.bench.make_model.tokenizer import build_bench_tokenizer
 
 
 def shape_config(shape_name: str, overrides: dict[str, Any] | None = None) -> PretrainedConfig:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from autoglm.bench.lib.arguments import CHECKPOINT_DTYPES
-from autoglm.bench.lib.shapes import MODEL_SHAPES
+from autoglm.bench.make_model.shapes import MODEL_SHAPES
 
 
 def _config_override(text: str) -> tuple[str, Any]:
