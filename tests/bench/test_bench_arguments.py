@@ -3,6 +3,7 @@ missing extra, and the step that prints a summary and writes the results file.""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +16,16 @@ from autoglm.cli_settings import config_from_args
 
 ENGINE_BENCHMARKS = ("throughput", "latency", "speculative", "structured")
 SERVER_BENCHMARKS = ("serve", "soak", "tenants", "swap")
+
+
+def test_listing_the_benchmarks_loads_none_of_them() -> None:
+    """Every subcommand registers its options only; torch and the HTTP client load when one runs."""
+    probe = ("import sys\n"
+             "from autoglm.cli import build_parser\n"
+             "build_parser().parse_args(['bench', 'throughput'])\n"
+             "print(sorted(name for name in ('torch', 'transformers', 'httpx') if name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("command", ENGINE_BENCHMARKS)
