@@ -71,8 +71,9 @@ def add_profile_flag(parser: argparse.ArgumentParser) -> None:
                         help="print where the engine's step time goes (slower: it times every phase)")
 
 
-def add_quantized_model_arguments(parser: argparse.ArgumentParser, handler: Callable) -> None:
+def add_quantized_model_command(subparsers, name: str, help_text: str, handler: Callable) -> None:
     """What quant-accuracy and quant-memory both take: a float model, the int4 group size, a results file."""
+    parser = subparsers.add_parser(name, help=help_text)
     parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
     parser.add_argument("--group-size", type=int, help="int4 group size (default: 128)")
     parser.add_argument("--output-json", type=Path, help="also write the results, for docs/QUANTIZATION.md")

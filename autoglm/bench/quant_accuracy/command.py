@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from autoglm.bench.lib.arguments import add_quantized_model_arguments
+from autoglm.bench.lib.arguments import add_quantized_model_command
 
 
 def _quant_accuracy(args: argparse.Namespace) -> int:
@@ -15,6 +15,5 @@ def _quant_accuracy(args: argparse.Namespace) -> int:
 
 
 def add_quant_accuracy_command(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "quant-accuracy", help="perplexity, top-1 agreement and KL of int8/int4 weights on the held-out text")
-    add_quantized_model_arguments(parser, _quant_accuracy)
+    add_quantized_model_command(subparsers, "quant-accuracy", "perplexity, top-1 agreement and KL of int8/int4 "
+                                "weights on the held-out text", _quant_accuracy)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from autoglm.bench.lib.arguments import add_quantized_model_arguments
+from autoglm.bench.lib.arguments import add_quantized_model_command
 
 
 def _quant_memory(args: argparse.Namespace) -> int:
@@ -15,6 +15,5 @@ def _quant_memory(args: argparse.Namespace) -> int:
 
 
 def add_quant_memory_command(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "quant-memory", help="bytes the engine's model holds in float, int8 and int4, the LM head quantized or not")
-    add_quantized_model_arguments(parser, _quant_memory)
+    add_quantized_model_command(subparsers, "quant-memory", "bytes the engine's model holds in float, int8 and "
+                                "int4, the LM head quantized or not", _quant_memory)
