@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from autoglm.bench.figures.command import main
-from autoglm.bench.results.machine import describe_machine
 from autoglm.bench.figures.markers import MarkerError
 from autoglm.bench.figures.render import render_document
-from autoglm.bench.results.roofline import LinearPathRate, LinearPaths
+from autoglm.bench.results.machine import describe_machine
 from autoglm.bench.results.report import RECORDED_CPU_FLAGS, is_local_server, machine_info
+from autoglm.bench.results.roofline import LinearPathRate, LinearPaths
 from autoglm.bench.results.roofline import MatmulRate, Roofline
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -18,9 +18,9 @@ from autoglm.bench.lib.datasets import (
     shared_prefix_requests,
 )
 from autoglm.bench.lib.errors import ServeBenchError, import_extra
+from autoglm.bench.lib.request_result import RequestResult
 from autoglm.bench.lib.serve_metrics import aggregate, percentile
 from autoglm.bench.serve.plot import plot_paths
-from autoglm.bench.lib.request_result import RequestResult
 from autoglm.bench.serve.server_counters import PrefixCacheCounters, prefix_cache_report
 from tests.server.live_server import free_port, make_chat_model, slow_down_steps, start_server
 from tests.tiny_models import build_tiny_tokenizer

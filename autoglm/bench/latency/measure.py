@@ -18,16 +18,16 @@ from transformers import PreTrainedModel
 
 from autoglm.bench.lib.baseline import generate_batch, load_transformers_model
 from autoglm.bench.lib.engine_run import BASELINE_SIDE, ENGINE_SIDE, bench_llm, decode_weight_format, prompt_token_ids
-from autoglm.bench.results.report import dtype_name
-from autoglm.bench.results.roofline import ModelWeights, Roofline, WeightFormat, count_weights, load_roofline
 from autoglm.bench.lib.timing import timed_seconds
 from autoglm.bench.lib.workloads import BenchRequest, Workload
+from autoglm.bench.results.report import dtype_name
+from autoglm.bench.results.roofline import ModelWeights, Roofline, WeightFormat, count_weights, load_roofline
 from autoglm.config import AutoGLMConfig
 from autoglm.llm import LLM
 from autoglm.model_paths import resolve_model_path
+from autoglm.models import resolve_dtype
 from autoglm.outputs import RequestOutput
 from autoglm.profiling import StepProfile
-from autoglm.models import resolve_dtype
 from autoglm.sampling_params import SamplingParams
 
 MS = 1e3

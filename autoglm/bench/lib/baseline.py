@@ -13,9 +13,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from autoglm.bench.results.throughput import ThroughputResult
 from autoglm.bench.lib.sampling import BenchSampling
 from autoglm.bench.lib.workloads import BenchRequest, Workload
+from autoglm.bench.results.throughput import ThroughputResult
 from autoglm.platforms import synchronize
 from autoglm.progress import show_progress
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import time
 from statistics import mean, median
 
-from autoglm.bench.results.report import dtype_name
-from autoglm.bench.results.throughput import EngineThroughputResult
-from autoglm.bench.results.roofline import WeightFormat
 from autoglm.bench.lib.sampling import BenchSampling
 from autoglm.bench.lib.workloads import Workload, usable_token_ids
+from autoglm.bench.results.report import dtype_name
+from autoglm.bench.results.roofline import WeightFormat
+from autoglm.bench.results.throughput import EngineThroughputResult
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels

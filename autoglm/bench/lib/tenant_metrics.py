@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoglm.bench.lib.serve_metrics import ServeMetrics, aggregate
 from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.lib.serve_metrics import ServeMetrics, aggregate
 from autoglm.bench.lib.tenant_load import TenantLoad
 
 Interval = tuple[float, float]

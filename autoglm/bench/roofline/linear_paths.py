@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from autoglm.bench.results.roofline import LinearPathRate, LinearPaths
 from autoglm.bench.lib.timing import best_seconds_per_call
+from autoglm.bench.results.roofline import LinearPathRate, LinearPaths
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel
 from autoglm.models.linear_method.row_limits import measure_row_limit

@@ -9,8 +9,8 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-from autoglm.bench.lib.datasets import DATASETS
 from autoglm.bench.lib.arguments import number, positive_float, positive_int
+from autoglm.bench.lib.datasets import DATASETS
 from autoglm.bench.lib.errors import run_http_bench
 from autoglm.bench.lib.serve_metrics import SLO_NAMES
 from autoglm.bench.lib.tenant_load import tenant_keys, tenant_prompts, tenant_rates, tenant_weights

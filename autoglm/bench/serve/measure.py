@@ -36,11 +36,11 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     _check_dataset_options(args)
     loads = _loads(args)
     from autoglm.bench.lib.client import CompletionTarget
-    from autoglm.bench.lib.serve_metrics import aggregate
     from autoglm.bench.lib.rate_runner import rate_label, run_at_rate
-    from autoglm.bench.serve.server_counters import prefix_cache_report, read_counters
-    from autoglm.bench.serve.report import failure_notes, report_document, summary_table, tenants_table
+    from autoglm.bench.lib.serve_metrics import aggregate
     from autoglm.bench.lib.tenant_metrics import tenant_results
+    from autoglm.bench.serve.report import failure_notes, report_document, summary_table, tenants_table
+    from autoglm.bench.serve.server_counters import prefix_cache_report, read_counters
 
     model, tokenizer = _model_and_tokenizer(args, loads[0].api_key)
     rates = [rate for group in args.request_rate or [[math.inf]] for rate in group]

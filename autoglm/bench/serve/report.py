@@ -6,10 +6,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from autoglm.bench.results.report import format_table, is_local_server, machine_info
-from autoglm.bench.lib.serve_metrics import LatencyStats, ServeMetrics
 from autoglm.bench.lib.rate_runner import RateRun, rate_label
+from autoglm.bench.lib.serve_metrics import LatencyStats, ServeMetrics
 from autoglm.bench.lib.tenant_metrics import TenantResult, backlogged_shares, weight_shares
+from autoglm.bench.results.report import format_table, is_local_server, machine_info
 
 LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))
 # Distinct error messages a failure note quotes.

@@ -62,11 +62,11 @@ def run_soak(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from autoglm.bench.results.report import print_and_write
     from autoglm.bench.lib.client import CompletionTarget, fetch_models
+    from autoglm.bench.lib.server import SoakServer, start_server
+    from autoglm.bench.results.report import print_and_write
     from autoglm.bench.soak.measure import HostileLoad, run_phase
     from autoglm.bench.soak.report import soak_document, summary_lines
-    from autoglm.bench.lib.server import SoakServer, start_server
 
     if args.server_pid is not None and args.base_url is None:
         raise ServeBenchError("--server-pid names the process of a --base-url server")

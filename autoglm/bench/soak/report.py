@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoglm.bench.results.report import is_local_server, machine_info
 from autoglm.bench.lib.serve_metrics import LatencyStats
+from autoglm.bench.results.report import is_local_server, machine_info
 from autoglm.bench.soak.measure import PhaseResult
 
 # The goals the issue set: victims' p99 gap within 3x with the hostile load, memory within 5%.

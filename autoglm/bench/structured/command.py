@@ -38,12 +38,12 @@ def add_structured_command(subparsers) -> None:
 
 def _structured(args: argparse.Namespace) -> int:
     from autoglm.bench.lib.engine_run import bench_llm
+    from autoglm.bench.lib.engine_run import prompt_token_ids
     from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.structured.constraints import json_constraint, neighbour_constraints, regex_constraint
     from autoglm.bench.structured.mask_cost import measure_compile_cost, measure_mask_cost
-    from autoglm.bench.structured.report import summary_lines
     from autoglm.bench.structured.measure import RoundShape, run_round
-    from autoglm.bench.lib.engine_run import prompt_token_ids
+    from autoglm.bench.structured.report import summary_lines
 
     config = config_from_args(args)
     batch = args.num_unconstrained + args.num_neighbours

@@ -51,8 +51,8 @@ def add_swap_command(subparsers) -> None:
 
 def run_swap_bench(args: argparse.Namespace) -> int:
     """Returns 1 when a request failed, changed version or was misrouted, so scripts notice."""
-    from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.lib.server import start_server
+    from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.swap.measure import SwapLoad, run_swaps
     from autoglm.bench.swap.report import problems, summary_lines, swap_document
     from autoglm.bench.swap.versions import MODEL_NAME, SECOND_VERSION, perturbed_copy, register_versions

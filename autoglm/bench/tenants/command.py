@@ -70,9 +70,9 @@ def add_tenants_command(subparsers) -> None:
 
 def run_tenants_bench(args: argparse.Namespace) -> int:
     """Returns 1 when any request failed, so scripts notice."""
-    from autoglm.bench.results.report import machine_info, print_and_write
-    from autoglm.bench.lib.tenant_load import TenantLoad
     from autoglm.bench.lib.server import start_server
+    from autoglm.bench.lib.tenant_load import TenantLoad
+    from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.tenants.measure import run_phase
     from autoglm.bench.tenants.report import failed_requests, summary_lines
     from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants

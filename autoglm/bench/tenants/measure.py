@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from autoglm.bench.lib.client import CompletionTarget
 from autoglm.bench.lib.datasets import ServeRequest, random_requests
-from autoglm.bench.lib.serve_metrics import aggregate
 from autoglm.bench.lib.rate_runner import rate_label, run_at_rate, tenant_sends
+from autoglm.bench.lib.serve_metrics import aggregate
 from autoglm.bench.lib.tenant_load import TenantLoad
 from autoglm.bench.lib.tenant_metrics import tenant_results
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from autoglm.bench.lib.baseline import load_transformers_model, run_transformers_workload
 from autoglm.bench.lib.engine_run import BASELINE_SIDE, ENGINE_SIDE, bench_llm, prompt_token_ids, run_engine_workload
-from autoglm.bench.results.throughput import EngineThroughputResult, ThroughputResult, speedup
 from autoglm.bench.lib.sampling import BenchSampling
 from autoglm.bench.lib.workloads import SHARED_PREFIX, Workload, build_workload
+from autoglm.bench.results.throughput import EngineThroughputResult, ThroughputResult, speedup
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.models import resolve_dtype
