@@ -1,4 +1,4 @@
-"""The one error ``autoglm bench serve`` and the other server benchmarks report as a message rather than a traceback."""
+"""The one error the server benchmarks (serve, soak, tenants, swap) report as a message rather than a traceback."""
 from __future__ import annotations
 
 import argparse

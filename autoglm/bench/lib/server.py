@@ -1,4 +1,5 @@
-"""The server a soak measures: one it starts as a subprocess, or one already running, and its resident memory."""
+"""The server a server benchmark (soak, tenants, swap) measures: one it starts as a subprocess, or one already
+running, and its resident memory."""
 from __future__ import annotations
 
 import shlex
@@ -30,7 +31,7 @@ def resident_bytes(pid: int) -> int:
 
 
 @dataclass
-class SoakServer:
+class BenchServer:
     base_url: str
     pid: int | None  # None: a remote server whose memory is not measured
     process: subprocess.Popen | None = None
@@ -50,7 +51,7 @@ class SoakServer:
             self.process.wait()
 
 
-def start_server(port: int, model: str | None, serve_args: str, log_path: Path) -> SoakServer:
+def start_server(port: int, model: str | None, serve_args: str, log_path: Path) -> BenchServer:
     """``autoglm serve`` on 127.0.0.1:port in a subprocess, its output in log_path; returns once it is ready."""
     command = [sys.executable, "-m", "autoglm", "serve", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--model", model] if model else []
@@ -58,7 +59,7 @@ def start_server(port: int, model: str | None, serve_args: str, log_path: Path) 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    server = SoakServer(f"http://127.0.0.1:{port}", process.pid, process)
+    server = BenchServer(f"http://127.0.0.1:{port}", process.pid, process)
     print(f"started {shlex.join(command)} (pid {process.pid}, log {log_path})", flush=True)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:

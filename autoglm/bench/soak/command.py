@@ -63,7 +63,7 @@ def run_soak(args: argparse.Namespace) -> int:
     import time
 
     from autoglm.bench.lib.client import CompletionTarget, fetch_models
-    from autoglm.bench.lib.server import SoakServer, start_server
+    from autoglm.bench.lib.server import BenchServer, start_server
     from autoglm.bench.results.report import print_and_write
     from autoglm.bench.soak.measure import HostileLoad, run_phase
     from autoglm.bench.soak.report import soak_document, summary_lines
@@ -71,7 +71,7 @@ def run_soak(args: argparse.Namespace) -> int:
     if args.server_pid is not None and args.base_url is None:
         raise ServeBenchError("--server-pid names the process of a --base-url server")
     if args.base_url is not None:
-        server = SoakServer(args.base_url, args.server_pid)
+        server = BenchServer(args.base_url, args.server_pid)
     else:
         log = Path(tempfile.gettempdir()) / f"autoglm-soak-server-{args.port}.log"
         server = start_server(args.port, args.model, args.serve_args, log)
