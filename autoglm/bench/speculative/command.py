@@ -31,11 +31,11 @@ def add_speculative_command(subparsers) -> None:
 
 
 def _speculative(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
     from autoglm.bench.speculative.measure import measure_speculative
     from autoglm.bench.speculative.report import report_speculative, results_document
     from autoglm.bench.speculative.workload import quoting_prompts
-    from transformers import AutoTokenizer
-
     from autoglm.model_paths import resolve_model_path
     from autoglm.speculative_config import SpeculativeConfig
 

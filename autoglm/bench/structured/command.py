@@ -37,8 +37,7 @@ def add_structured_command(subparsers) -> None:
 
 
 def _structured(args: argparse.Namespace) -> int:
-    from autoglm.bench.lib.engine_run import bench_llm
-    from autoglm.bench.lib.engine_run import prompt_token_ids
+    from autoglm.bench.lib.engine_run import bench_llm, prompt_token_ids
     from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.structured.constraints import json_constraint, neighbour_constraints, regex_constraint
     from autoglm.bench.structured.mask_cost import measure_compile_cost, measure_mask_cost
