@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from autoglm.bench.profile_report import linear_paths_table
+from autoglm.bench.results.profile_report import linear_paths_table
 from autoglm.models.linear import Linear
 from autoglm.models.linear_method import UnquantizedLinearMethod
 from autoglm.profiling import COMMUNICATION, FORWARD, LINEAR, StepProfiler

@@ -1,4 +1,7 @@
-"""Benchmarks of the engine: checkpoints of real model shapes, and throughput against transformers.
+"""Benchmarks of the engine and of a running server, and the figures the docs quote from their results.
 
-``autoglm.bench.cli.add_bench_subcommand`` registers ``autoglm bench`` with the main CLI.
+One package per ``autoglm bench`` subcommand, each its options and handler (``command``), its run
+(``measure``) and its output (``report``); what they share is in ``lib`` (HTTP load, request sets, engine
+runs, flags) and ``results`` (results files, their quantities and formats). ``autoglm.bench.cli.add_bench_subcommand``
+registers ``autoglm bench`` with the main CLI.
 """

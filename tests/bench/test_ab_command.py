@@ -57,10 +57,10 @@ def repository(tmp_path_factory) -> Path:
     edit(package / "kernels" / "cpu_extension.py", "REQUIRED_CPU_FLAGS = (", 'REQUIRED_CPU_FLAGS = ("no such flag", ')
     git(folder, "init", "--quiet")
     commit_all(folder, "the package as it is", "first")
-    edit(package / "bench" / "report.py", '"python_version": platform.python_version(),',
+    edit(package / "bench" / "results" / "report.py", '"python_version": platform.python_version(),',
          f'"python_version": platform.python_version(), "{SECOND_COMMIT_KEY}": "second",')
     commit_all(folder, "results name the second revision", "second")
-    edit(package / "bench" / "throughput.py", "def run_throughput(settings: ThroughputSettings)",
+    edit(package / "bench" / "throughput" / "measure.py", "def run_throughput(settings: ThroughputSettings)",
          'raise RuntimeError("broken on purpose")\n\n\ndef run_throughput(settings: ThroughputSettings)')
     commit_all(folder, "throughput breaks", "broken")
     git(folder, "reset", "--quiet", "--hard", "second")

@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationMixin
 
-from autoglm.bench.baseline import PAD_TOKEN_ID, left_padded_batch
 from autoglm.bench.cli import main
-from autoglm.bench.make_model import shape_config
-from autoglm.bench.workloads import BenchRequest, build_workload, usable_token_ids
+from autoglm.bench.lib.baseline import PAD_TOKEN_ID, left_padded_batch
+from autoglm.bench.lib.workloads import BenchRequest, build_workload, usable_token_ids
+from autoglm.bench.make_model.checkpoint import shape_config
 from autoglm.cli.main import main as autoglm_main
 from autoglm.llm import LLM
 from autoglm.models import ModelConfig

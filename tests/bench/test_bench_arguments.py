@@ -3,18 +3,29 @@ missing extra, and the step that prints a summary and writes the results file.""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.report import print_and_write
+from autoglm.bench.results.report import print_and_write
 from autoglm.cli.main import build_parser
 from autoglm.cli.settings import config_from_args
 
 ENGINE_BENCHMARKS = ("throughput", "latency", "speculative", "structured")
 SERVER_BENCHMARKS = ("serve", "soak", "tenants", "swap")
+
+
+def test_listing_the_benchmarks_loads_none_of_them() -> None:
+    """Every subcommand registers its options only; torch and the HTTP client load when one runs."""
+    probe = ("import sys\n"
+             "from autoglm.cli.main import build_parser\n"
+             "build_parser().parse_args(['bench', 'throughput'])\n"
+             "print(sorted(name for name in ('torch', 'transformers', 'httpx') if name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("command", ENGINE_BENCHMARKS)

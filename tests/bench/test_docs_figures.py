@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 from autoglm.bench.figures.command import main
-from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import MarkerError
 from autoglm.bench.figures.render import render_document
-from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
-from autoglm.bench.report import RECORDED_CPU_FLAGS, machine_info
-from autoglm.bench.roofline import MatmulRate, Roofline
-from autoglm.bench.serve.summary import is_local_server
+from autoglm.bench.results.machine import describe_machine
+from autoglm.bench.results.report import RECORDED_CPU_FLAGS, is_local_server, machine_info
+from autoglm.bench.results.roofline import LinearPathRate, LinearPaths
+from autoglm.bench.results.roofline import MatmulRate, Roofline
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CPU = {"cpu_model": "AMD EPYC", "cpu_count": 2, "accelerators": [], "torch_version": "2.13.0+cpu",

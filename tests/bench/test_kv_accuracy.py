@@ -8,7 +8,7 @@ import pytest
 from autoglm.bench.cli import main as bench_main
 from autoglm.bench.figures.command import main as figures_main
 from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, results_document, window_starts
-from autoglm.bench.kv_accuracy.summary import summary_rows
+from autoglm.bench.kv_accuracy.report import summary_rows
 from autoglm.config import AutoGLMConfig
 from autoglm.corpus import read_corpus
 from tests.tiny_models import make_tiny_checkpoint

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.latency import DecodeBounds, LatencyResult, latency_ratios, latency_requests
-from autoglm.bench.roofline import MatmulRate, Roofline, WeightFormat, count_weights
+from autoglm.bench.latency.measure import DecodeBounds, LatencyResult, latency_ratios, latency_requests
+from autoglm.bench.results.roofline import MatmulRate, Roofline, WeightFormat, count_weights
 from tests.bench.test_roofline import ROOFLINE, WEIGHTS
 from tests.tiny_models import make_tiny_checkpoint
 

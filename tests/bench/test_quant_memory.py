@@ -8,7 +8,7 @@ import pytest
 
 from autoglm.bench.cli import main
 from autoglm.bench.figures.render import render_document
-from autoglm.bench.quant_memory import ModelMemory
+from autoglm.bench.quant_memory.measure import ModelMemory
 from tests.tiny_models import make_tiny_checkpoint
 
 O_PROJ = "model.layers.0.self_attn.o_proj"

@@ -9,9 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
-from autoglm.bench.linear_paths import LinearPathRate, LinearPaths
-from autoglm.bench.roofline import (
-    QUICK_SIZES,
+from autoglm.bench.results.roofline import (
+    LinearPathRate,
+    LinearPaths,
     MatmulRate,
     MatrixSizes,
     ModelWeights,
@@ -20,6 +20,7 @@ from autoglm.bench.roofline import (
     count_weights,
     load_roofline,
 )
+from autoglm.bench.roofline.measure import QUICK_SIZES
 from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, kernel_named
 from autoglm.platforms import cpu_has_native_matmul, cpu_model
 from tests.tiny_models import make_tiny_checkpoint

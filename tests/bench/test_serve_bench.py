@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.serve.arrivals import send_times
-from autoglm.bench.serve.datasets import (
+from autoglm.bench.lib.arrivals import send_times
+from autoglm.bench.lib.datasets import (
     count_tokens,
     jsonl_requests,
     random_requests,
     shared_prefix_requests,
 )
-from autoglm.bench.serve.errors import ServeBenchError, import_extra
-from autoglm.bench.serve.metrics import aggregate, percentile
+from autoglm.bench.lib.errors import ServeBenchError, import_extra
+from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.lib.serve_metrics import aggregate, percentile
 from autoglm.bench.serve.plot import plot_paths
-from autoglm.bench.serve.results import RequestResult
 from autoglm.bench.serve.server_counters import PrefixCacheCounters, prefix_cache_report
 from tests.server.live_server import free_port, make_chat_model, slow_down_steps, start_server
 from tests.tiny_models import build_tiny_tokenizer

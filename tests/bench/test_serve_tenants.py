@@ -8,17 +8,17 @@ import json
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.serve.errors import ServeBenchError
-from autoglm.bench.serve.results import RequestResult
-from autoglm.bench.serve.tenant_load import tenant_keys, tenant_loads, tenant_rates, tenant_weights
-from autoglm.bench.serve.tenant_metrics import (
+from autoglm.bench.lib.errors import ServeBenchError
+from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.lib.tenant_load import tenant_keys, tenant_loads, tenant_rates, tenant_weights
+from autoglm.bench.lib.tenant_metrics import (
     backlogged_shares,
     backlogged_windows,
     tenant_results,
     tokens_within,
     weight_shares,
 )
-from autoglm.bench.serve.tenant_load import TenantLoad
+from autoglm.bench.lib.tenant_load import TenantLoad
 from tests.server.live_server import make_chat_model, start_server
 from tests.server.tenants_files import TenantsFixture
 

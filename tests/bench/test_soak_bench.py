@@ -7,7 +7,7 @@ import os
 import pytest
 
 from autoglm.bench.cli import main
-from autoglm.bench.soak.load import big_prompt
+from autoglm.bench.soak.measure import big_prompt
 from autoglm.bench.soak.report import p99_itl_ratio, requests_sent, rss_growth
 from tests.server.live_server import make_chat_model, start_server
 

@@ -8,10 +8,10 @@ import pytest
 from safetensors.torch import load_file
 
 from autoglm.bench.cli import main
-from autoglm.bench.serve.errors import ServeBenchError
-from autoglm.bench.serve.results import RequestResult
+from autoglm.bench.lib.errors import ServeBenchError
+from autoglm.bench.lib.request_result import RequestResult
 from autoglm.bench.swap import report
-from autoglm.bench.swap.load import Switch, SwapRun
+from autoglm.bench.swap.measure import Switch, SwapRun
 from autoglm.bench.swap.versions import MODEL_NAME, perturbed_copy, register_versions
 from autoglm.registry import DirectoryRegistry
 from tests.server.live_server import free_port

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import autoglm
-from autoglm.bench.arguments import positive_float, positive_int
+from autoglm.bench.lib.arguments import positive_float, positive_int
 
 MISSED, FAILED = 1, 2
 SEPARATOR = "--"
@@ -45,8 +45,8 @@ def _ab(args: argparse.Namespace) -> int:
     from autoglm.bench.ab.errors import ABError
     from autoglm.bench.ab.measure import ABSettings, measure_ab
     from autoglm.bench.ab.metrics import compare
-    from autoglm.bench.ab.summary import revisions_line, summary_header, summary_rows
-    from autoglm.bench.report import format_table, write_json
+    from autoglm.bench.ab.report import revisions_line, summary_header, summary_rows
+    from autoglm.bench.results.report import format_table, write_json
 
     try:
         settings = ABSettings(repository=repository_root(args.repo), before=args.before, after=args.after,

@@ -12,7 +12,7 @@ from autoglm.bench.ab.checkouts import Checkout, resolve_revision, temporary_wor
 from autoglm.bench.ab.metrics import AFTER, BEFORE, SIDES
 from autoglm.bench.ab.served_side import SERVE, revision_server
 from autoglm.bench.ab.sides import engine_only_arguments, run_side
-from autoglm.bench.report import machine_info
+from autoglm.bench.results.report import machine_info
 
 LABELS = {BEFORE: "A", AFTER: "B"}
 

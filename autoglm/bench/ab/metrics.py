@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from autoglm.bench.figures import quantities as q
-from autoglm.bench.figures.formats import duration, rate
-from autoglm.bench.figures.results_files import ResultsFile
+from autoglm.bench.results import quantities as q
+from autoglm.bench.results.formats import duration, rate
+from autoglm.bench.results.results_files import ResultsFile
 
 BEFORE, AFTER = "before", "after"
 SIDES = (BEFORE, AFTER)

@@ -10,8 +10,8 @@ from pathlib import Path
 from autoglm.bench.ab.checkouts import Checkout
 from autoglm.bench.ab.errors import ABError
 from autoglm.bench.ab.sides import entry_point, environment, last_lines
-from autoglm.bench.serve.errors import ServeBenchError
-from autoglm.bench.soak.server import start_server
+from autoglm.bench.lib.errors import ServeBenchError
+from autoglm.bench.lib.server import start_server
 
 SERVE = "serve"
 

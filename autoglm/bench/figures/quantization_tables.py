@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
-from autoglm.bench.figures.formats import markdown_table
-from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.figures.tables import caption
-from autoglm.bench.quant_memory import MEMORY_HEADER, memory_rows
+from autoglm.bench.quant_memory.report import MEMORY_HEADER, memory_rows
+from autoglm.bench.results.formats import markdown_table
+from autoglm.bench.results.results_files import ResultsFile
 
 WEIGHT_NAMES = {"int8": "int8 (per channel)", "int4": "int4 (groups of {group_size})"}
 

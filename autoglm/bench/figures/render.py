@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.figures import quantities as q
 from autoglm.bench.figures import quantization_tables, structured_tables, tables, tenant_tables
-from autoglm.bench.figures.machine import describe_machine
 from autoglm.bench.figures.markers import Marker, fill_markers
-from autoglm.bench.figures.results_files import ResultsFile, ResultsFolder
+from autoglm.bench.results import quantities as q
+from autoglm.bench.results.machine import describe_machine
+from autoglm.bench.results.results_files import ResultsFile, ResultsFolder
 from autoglm.bench.soak import report as soak_report
 from autoglm.bench.structured import report as structured_report
 from autoglm.bench.tenants import report as tenants_report

@@ -2,9 +2,9 @@
 constrained neighbours, the step time the constraints added, and what the mask costs timed alone."""
 from __future__ import annotations
 
-from autoglm.bench.figures.formats import bold, duration, markdown_table, rate
-from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.figures.tables import caption
+from autoglm.bench.results.formats import bold, duration, markdown_table, rate
+from autoglm.bench.results.results_files import ResultsFile
 from autoglm.bench.structured import report
 
 

@@ -5,18 +5,18 @@ Each table opens with the machine it was measured on and the files it was comput
 from __future__ import annotations
 
 from autoglm.bench.ab.metrics import compare
-from autoglm.bench.ab.summary import revisions_line, summary_header, summary_rows
-from autoglm.bench.figures import quantities as q
-from autoglm.bench.kv_accuracy.summary import SUMMARY_HEADER as KV_ACCURACY_HEADER
-from autoglm.bench.kv_accuracy.summary import summary_rows as kv_accuracy_rows
-from autoglm.bench.figures.formats import (bold, duration, markdown_table, milliseconds, percent, rate,
+from autoglm.bench.ab.report import revisions_line, summary_header, summary_rows
+from autoglm.bench.kv_accuracy.report import SUMMARY_HEADER as KV_ACCURACY_HEADER
+from autoglm.bench.kv_accuracy.report import summary_rows as kv_accuracy_rows
+from autoglm.bench.results import quantities as q
+from autoglm.bench.results.formats import (bold, duration, markdown_table, milliseconds, percent, rate,
                                            ratio)
-from autoglm.bench.figures.machine import describe_machine, same_device
-from autoglm.bench.figures.results_files import ResultsFile
+from autoglm.bench.results.machine import describe_machine, same_device
+from autoglm.bench.results.profile_report import linear_paths_rows as path_calls_rows
+from autoglm.bench.results.results_files import ResultsFile
+from autoglm.bench.roofline.report import linear_paths_rows, missing_kernels
 from autoglm.bench.soak import report as soak_report
 from autoglm.bench.speculative import report as speculative_report
-from autoglm.bench.linear_paths import linear_paths_rows, missing_kernels
-from autoglm.bench.profile_report import linear_paths_rows as path_calls_rows
 
 GIGA = 1e9
 SIDE_NAMES = {q.ENGINE: "engine", q.ENGINE_WITHOUT_CACHE: "engine, no prefix cache", q.BASELINE: "transformers"}

@@ -1,9 +1,9 @@
 """The table of a ``bench tenants`` results file: what keys and limits cost, and how the server shared itself."""
 from __future__ import annotations
 
-from autoglm.bench.figures.formats import bold, duration, markdown_table, rate
-from autoglm.bench.figures.results_files import ResultsFile
 from autoglm.bench.figures.tables import caption
+from autoglm.bench.results.formats import bold, duration, markdown_table, rate
+from autoglm.bench.results.results_files import ResultsFile
 from autoglm.bench.tenants import report
 from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM
 

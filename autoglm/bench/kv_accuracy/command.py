@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import get_args
 
-from autoglm.bench.arguments import positive_int
+from autoglm.bench.lib.arguments import positive_int
 from autoglm.cli.settings import add_config_arguments, announced_config
 from autoglm.config import AutoGLMConfig
 
@@ -25,8 +25,8 @@ def _kv_cache_dtypes(text: str) -> list[str]:
 def _kv_accuracy(args: argparse.Namespace) -> int:
     from autoglm.attention.kv_cache_format import check_kv_cache_format, kv_cache_format
     from autoglm.bench.kv_accuracy.measure import measure_kv_accuracy, results_document
-    from autoglm.bench.kv_accuracy.summary import SUMMARY_HEADER, summary_rows
-    from autoglm.bench.report import format_table, machine_info, print_and_write
+    from autoglm.bench.kv_accuracy.report import SUMMARY_HEADER, summary_rows
+    from autoglm.bench.results.report import format_table, machine_info, print_and_write
     from autoglm.corpus import read_corpus
     from autoglm.platforms import resolve_device
 

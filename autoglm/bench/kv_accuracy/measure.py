@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from autoglm.attention.kv_cache_format import AUTO
-from autoglm.bench.kv_accuracy.summary import FLOAT_WEIGHTS
+from autoglm.bench.kv_accuracy.report import FLOAT_WEIGHTS
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.tokenize import encode_text
 from autoglm.llm import LLM

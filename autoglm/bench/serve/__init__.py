@@ -1,6 +1,6 @@
 """``autoglm bench serve``: load an OpenAI-compatible server with timed streaming requests.
 
-One idea per module: the prompts (``datasets``), when each request is sent (``arrivals``),
-one timed request (``client``), a whole run at one rate (``runner``), what it measured
-(``metrics``), how it is shown (``summary``, ``plot``), and the command line (``command``).
+Its options (``command``), the run over every rate (``measure``), how it is shown (``report``,
+``plot``) and the server's prefix-cache counters (``server_counters``); the HTTP load itself,
+shared with the other server benchmarks, is in :mod:`autoglm.bench.lib`.
 """

@@ -13,9 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from autoglm.bench.serve.metrics import LatencyStats, ServeMetrics
-from autoglm.bench.serve.runner import RateRun
-from autoglm.bench.serve.summary import rate_label
+from autoglm.bench.lib.rate_runner import RateRun, rate_label
+from autoglm.bench.lib.serve_metrics import LatencyStats, ServeMetrics
 
 CDF_FILE, SWEEP_FILE = "latency_cdf.png", "rate_sweep.png"
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))

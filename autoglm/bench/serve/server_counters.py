@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoglm.bench.serve.errors import ServeBenchError
+from autoglm.bench.lib.errors import ServeBenchError
 
 QUERIES = "autoglm:prefix_cache_queries_total"
 HITS = "autoglm:prefix_cache_hits_total"

@@ -10,8 +10,8 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
+from autoglm.bench.lib.arguments import positive_float, positive_int
+from autoglm.bench.lib.errors import ServeBenchError, run_http_bench
 
 # Just under the default 2 MiB body limit (max_request_body_bytes), with room for the JSON around the prompt.
 DEFAULT_BIG_PROMPT_CHARS = (2 * 1024 * 1024 - 4096,)
@@ -62,16 +62,16 @@ def run_soak(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from autoglm.bench.report import print_and_write
-    from autoglm.bench.serve.client import CompletionTarget, fetch_models
-    from autoglm.bench.soak.load import HostileLoad, run_phase
+    from autoglm.bench.lib.client import CompletionTarget, fetch_models
+    from autoglm.bench.lib.server import BenchServer, start_server
+    from autoglm.bench.results.report import print_and_write
+    from autoglm.bench.soak.measure import HostileLoad, run_phase
     from autoglm.bench.soak.report import soak_document, summary_lines
-    from autoglm.bench.soak.server import SoakServer, start_server
 
     if args.server_pid is not None and args.base_url is None:
         raise ServeBenchError("--server-pid names the process of a --base-url server")
     if args.base_url is not None:
-        server = SoakServer(args.base_url, args.server_pid)
+        server = BenchServer(args.base_url, args.server_pid)
     else:
         log = Path(tempfile.gettempdir()) / f"autoglm-soak-server-{args.port}.log"
         server = start_server(args.port, args.model, args.serve_args, log)

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoglm.bench.report import machine_info
-from autoglm.bench.serve.metrics import LatencyStats
-from autoglm.bench.serve.summary import is_local_server
-from autoglm.bench.soak.load import PhaseResult
+from autoglm.bench.lib.serve_metrics import LatencyStats
+from autoglm.bench.results.report import is_local_server, machine_info
+from autoglm.bench.soak.measure import PhaseResult
 
 # The goals the issue set: victims' p99 gap within 3x with the hostile load, memory within 5%.
 ITL_RATIO_TARGET = 3.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
+from autoglm.bench.lib.arguments import add_results_and_engine_settings, positive_int
 from autoglm.cli.settings import announced_config
 from autoglm.model_paths import DEFAULT_DRAFT_MODEL_DIR
 
@@ -31,11 +31,11 @@ def add_speculative_command(subparsers) -> None:
 
 
 def _speculative(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
     from autoglm.bench.speculative.measure import measure_speculative
     from autoglm.bench.speculative.report import report_speculative, results_document
     from autoglm.bench.speculative.workload import quoting_prompts
-    from transformers import AutoTokenizer
-
     from autoglm.model_paths import resolve_model_path
     from autoglm.config.speculative import SpeculativeConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from autoglm.bench.engine_run import bench_llm
+from autoglm.bench.lib.engine_run import bench_llm
 from autoglm.bench.speculative.workload import QuotingPrompt
 from autoglm.config import AutoGLMConfig
 from autoglm.sampling_params import SamplingParams

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.report import format_table, machine_info, print_and_write
+from autoglm.bench.results.report import format_table, machine_info, print_and_write
 from autoglm.bench.speculative.measure import PLAIN, SideResult
 
 HEADER = ("decoding", "acceptance", "tokens per target pass", "decode tok/s", "speed-up", "same tokens")

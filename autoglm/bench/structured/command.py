@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from autoglm.bench.arguments import add_results_and_engine_settings, positive_int
+from autoglm.bench.lib.arguments import add_results_and_engine_settings, positive_int
 from autoglm.cli.settings import announce_model, config_from_args
 from autoglm.errors import InvalidRequestError
 
@@ -37,13 +37,12 @@ def add_structured_command(subparsers) -> None:
 
 
 def _structured(args: argparse.Namespace) -> int:
-    from autoglm.bench.engine_run import bench_llm
-    from autoglm.bench.report import machine_info, print_and_write
+    from autoglm.bench.lib.engine_run import bench_llm, prompt_token_ids
+    from autoglm.bench.results.report import machine_info, print_and_write
     from autoglm.bench.structured.constraints import json_constraint, neighbour_constraints, regex_constraint
     from autoglm.bench.structured.mask_cost import measure_compile_cost, measure_mask_cost
+    from autoglm.bench.structured.measure import RoundShape, run_round
     from autoglm.bench.structured.report import summary_lines
-    from autoglm.bench.structured.rounds import RoundShape, run_round
-    from autoglm.bench.throughput import prompt_token_ids
 
     config = config_from_args(args)
     batch = args.num_unconstrained + args.num_neighbours

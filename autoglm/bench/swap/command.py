@@ -18,8 +18,8 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
+from autoglm.bench.lib.arguments import positive_float, positive_int
+from autoglm.bench.lib.errors import ServeBenchError, run_http_bench
 
 
 def add_swap_command(subparsers) -> None:
@@ -51,9 +51,9 @@ def add_swap_command(subparsers) -> None:
 
 def run_swap_bench(args: argparse.Namespace) -> int:
     """Returns 1 when a request failed, changed version or was misrouted, so scripts notice."""
-    from autoglm.bench.report import machine_info, print_and_write
-    from autoglm.bench.soak.server import start_server
-    from autoglm.bench.swap.load import SwapLoad, run_swaps
+    from autoglm.bench.lib.server import start_server
+    from autoglm.bench.results.report import machine_info, print_and_write
+    from autoglm.bench.swap.measure import SwapLoad, run_swaps
     from autoglm.bench.swap.report import problems, summary_lines, swap_document
     from autoglm.bench.swap.versions import MODEL_NAME, SECOND_VERSION, perturbed_copy, register_versions
 

@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from autoglm.bench.serve.results import RequestResult
-from autoglm.bench.swap.load import SwapRun, Switch
+from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.swap.measure import SwapRun, Switch
 
 OPERATIONS = ("promote", "rollback")
 SWITCH_TIMES = ("call_s", "call_to_first_token_s", "answer_to_first_token_s")

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from autoglm.bench.serve.errors import ServeBenchError
+from autoglm.bench.lib.errors import ServeBenchError
 from autoglm.registry import DirectoryRegistry
 
 MODEL_NAME = "swap"

@@ -12,16 +12,9 @@ import shlex
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from autoglm.bench.arguments import positive_float, positive_int
-from autoglm.bench.serve.errors import ServeBenchError, run_http_bench
-
-if TYPE_CHECKING:
-    from autoglm.bench.tenants.phases import PhaseSettings
-
-# Unmeasured requests on each server first, so neither pays for warming up.
-WARMUP_PROMPTS = 8
+from autoglm.bench.lib.arguments import positive_float, positive_int
+from autoglm.bench.lib.errors import run_http_bench
 
 
 def _weights(text: str) -> tuple[float, float]:
@@ -70,10 +63,10 @@ def add_tenants_command(subparsers) -> None:
 
 def run_tenants_bench(args: argparse.Namespace) -> int:
     """Returns 1 when any request failed, so scripts notice."""
-    from autoglm.bench.report import machine_info, print_and_write
-    from autoglm.bench.serve.tenant_load import TenantLoad
-    from autoglm.bench.soak.server import start_server
-    from autoglm.bench.tenants.phases import run_phase
+    from autoglm.bench.lib.server import start_server
+    from autoglm.bench.lib.tenant_load import TenantLoad
+    from autoglm.bench.results.report import machine_info, print_and_write
+    from autoglm.bench.tenants.measure import phase_settings, run_phase, throughput_rounds
     from autoglm.bench.tenants.report import failed_requests, summary_lines
     from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants
 
@@ -91,9 +84,9 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
         open_server.stop()
         raise
     try:
-        settings = _phase_settings(server.base_url, tenants.keys[FLOODER], args)
-        open_rounds, keyed_rounds = _throughput_rounds(
-            _phase_settings(open_server.base_url, None, args), settings, tenants.keys[FLOODER], args)
+        settings = phase_settings(server.base_url, tenants.keys[FLOODER], args)
+        open_rounds, keyed_rounds = throughput_rounds(
+            phase_settings(open_server.base_url, None, args), settings, tenants.keys[FLOODER], args)
         open_server.stop()
 
         def load(name: str, prompts: int, rate: float | None = None, start_s: float = 0.0) -> TenantLoad:
@@ -120,41 +113,3 @@ def run_tenants_bench(args: argparse.Namespace) -> int:
                 "flood": {"alone": alone, "flooded": flooded}}
     print_and_write(summary_lines(document), document, args.output_json)
     return 1 if failed_requests(document) else 0
-
-
-def _phase_settings(base_url: str, api_key: str | None, args: argparse.Namespace) -> PhaseSettings:
-    """The served model's name, and its tokenizer from the folder it names (the server runs here)."""
-    from transformers import AutoTokenizer
-
-    from autoglm.bench.serve.client import fetch_models
-    from autoglm.bench.tenants.phases import PhaseSettings
-
-    card = fetch_models(base_url, api_key)[0]
-    root = card.get("root")
-    if not isinstance(root, str) or not Path(root).is_dir():
-        raise ServeBenchError(f"the server names no model folder on this machine ({root!r}) to draw prompts with")
-    return PhaseSettings(base_url, card["id"], AutoTokenizer.from_pretrained(root), args.input_len, args.output_len,
-                         args.seed, args.timeout_s)
-
-
-def _throughput_rounds(open_settings: PhaseSettings, keyed_settings: PhaseSettings, api_key: str,
-                       args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A warm-up on each server, then ``--rounds`` saturated runs on each, alternating: the same
-    prompts on either server, round by round."""
-    from autoglm.bench.serve.tenant_load import TenantLoad
-    from autoglm.bench.tenants.phases import run_phase
-    from autoglm.bench.tenants.tenants_file import FLOODER
-
-    def sender(prompts: int, key: str | None) -> list[TenantLoad]:
-        return [TenantLoad(FLOODER, 1.0, key, None, prompts)]
-
-    print(f"throughput without tenants and with keys and limits, alternating: {args.rounds} rounds of "
-          f"{args.overhead_prompts} requests at once on each", flush=True)
-    run_phase(open_settings, "warm-up", sender(WARMUP_PROMPTS, None))
-    run_phase(keyed_settings, "warm-up", sender(WARMUP_PROMPTS, api_key))
-    open_rounds, keyed_rounds = [], []
-    for round_index in range(args.rounds):
-        open_rounds.append(run_phase(open_settings, f"throughput-{round_index}", sender(args.overhead_prompts, None)))
-        keyed_rounds.append(run_phase(keyed_settings, f"throughput-{round_index}",
-                                      sender(args.overhead_prompts, api_key)))
-    return open_rounds, keyed_rounds

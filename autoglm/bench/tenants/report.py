@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from autoglm.bench.serve.tenant_metrics import backlogged_shares, weight_shares
+from autoglm.bench.lib.tenant_metrics import backlogged_shares, weight_shares
 from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM
 
 # The goals: tenants cost under 2% of a saturated server's throughput; backlogged tenants

@@ -1,0 +1,1 @@
+"""What several benchmarks share: the HTTP client and its load, request sets, engine runs, timing, flags."""

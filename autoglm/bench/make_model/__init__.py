@@ -1,0 +1,1 @@
+"""``autoglm bench make-model``: a random-weight checkpoint of a real model's shape."""

@@ -1,0 +1,1 @@
+"""Benchmark results: their files, the quantities read from them, and how they are formatted."""

@@ -1,0 +1,1 @@
+"""``autoglm bench throughput``: tokens per second of the engine against transformers."""
