@@ -21,16 +21,16 @@ from autoglm.engine.tokenize import check_token_ids
 from autoglm.errors import quote_value
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
-from autoglm.server import admin
-from autoglm.server.errors import APIError, install_error_handlers
-from autoglm.server.http_metrics import HTTPMetricsMiddleware
-from autoglm.server.metrics import ServerMetrics
-from autoglm.server.models import admin_routes as model_admin
-from autoglm.server.models.cards import model_cards
-from autoglm.server.models.lifecycle import EngineLoader
-from autoglm.server.models.routing import model_name_of
-from autoglm.server.openapi import install_openapi
-from autoglm.server.protocol import (
+from autoglm.server.tenants import admin_routes as admin
+from autoglm.server.openai.errors import APIError, install_error_handlers
+from autoglm.server.observability.http_metrics import HTTPMetricsMiddleware
+from autoglm.server.observability.metrics import ServerMetrics
+from autoglm.server.versions import admin_routes as model_admin
+from autoglm.server.versions.cards import model_cards
+from autoglm.server.versions.lifecycle import EngineLoader
+from autoglm.server.versions.routing import model_name_of
+from autoglm.server.openai.openapi import install_openapi
+from autoglm.server.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
@@ -38,21 +38,21 @@ from autoglm.server.protocol import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from autoglm.server.request_body import RequestBodyMiddleware
-from autoglm.server.request_ids import RequestIdMiddleware, adopt_request_id
-from autoglm.server.responses import ModelCard, ModelList, TokenizerInfo
-from autoglm.server.serving_chat import create_chat_completion, tokenize_chat
-from autoglm.server.serving_completions import create_completion
+from autoglm.server.http.request_body import RequestBodyMiddleware
+from autoglm.server.http.request_ids import RequestIdMiddleware, adopt_request_id
+from autoglm.server.openai.responses import ModelCard, ModelList, TokenizerInfo
+from autoglm.server.openai.chat import create_chat_completion, tokenize_chat
+from autoglm.server.openai.completions import create_completion
 from autoglm.server.state import ServerState
-from autoglm.server.stats_logger import log_engine_stats
+from autoglm.server.observability.stats_logger import log_engine_stats
 from autoglm.server.tenants.access import check_access, check_admin, may_use_model
 from autoglm.server.tenants.authentication import AuthenticationMiddleware
 from autoglm.server.tenants.keyring import KeyRing, keyring_from_config
 from autoglm.server.tenants.rate_limit_middleware import RateLimitMiddleware
 from autoglm.server.tenants.rate_limit_storage import rate_limit_storage
 from autoglm.server.tenants.rate_limits import LimitWindows, TenantRateLimiter
-from autoglm.server.tokenizer_info import tokenizer_info_of
-from autoglm.server.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
+from autoglm.server.openai.tokenizer_info import tokenizer_info_of
+from autoglm.server.http.trusted_hosts import HostAllowListMiddleware, default_allowed_hosts
 
 logger = logging.getLogger(__name__)
 router = APIRouter()

@@ -13,21 +13,21 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import EngineStats, LLMEngine
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.registry.base import Registry
-from autoglm.server.async_engine import AsyncEngine
-from autoglm.server.errors import APIError
-from autoglm.server.metrics import ServerMetrics
+from autoglm.engine.async_engine import AsyncEngine
+from autoglm.server.openai.errors import APIError
+from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.response_cache.cache import response_cache_from_config
-from autoglm.server.models.lifecycle import EngineLoader, ModelLifecycle
-from autoglm.server.models.pool import VersionPool
-from autoglm.server.models.routing import ModelRouter, ModelRoutes, model_name_of
-from autoglm.server.models.served_version import ServedVersion
-from autoglm.server.models.version_ids import version_id
-from autoglm.server.request_ids import client_request_id
+from autoglm.server.versions.lifecycle import EngineLoader, ModelLifecycle
+from autoglm.server.versions.pool import VersionPool
+from autoglm.server.versions.routing import ModelRouter, ModelRoutes, model_name_of
+from autoglm.server.versions.served_version import ServedVersion
+from autoglm.server.versions.version_ids import version_id
+from autoglm.server.http.request_ids import client_request_id
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.usage import UsageLedger, default_usage_db
-from autoglm.server.tokenizer_pool import TokenizerPool
-from autoglm.server.tracking import RequestTracker
+from autoglm.server.openai.tokenizer_pool import TokenizerPool
+from autoglm.server.observability.tracking import RequestTracker
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ the tools compiled, halving them, to name the one at fault.
 from __future__ import annotations
 
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.server.errors import APIError
-from autoglm.server.output_constraints import OutputConstraint, compile_grammar
-from autoglm.server.protocol import ChatCompletionRequest, ToolDefinition
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar
+from autoglm.server.openai.protocol import ChatCompletionRequest, ToolDefinition
 from autoglm.server.tool_calls.forced_schema import arguments_schema, call_array_schema
 from autoglm.structured_outputs import StructuredOutputsParams
 
