@@ -16,7 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
-from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.stats import EngineStats
+from autoglm.engine.tokenize import Prompt
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.engine.llm_engine import Prompt
-from autoglm.engine.tokenize import TokenizedPrompt
+from autoglm.engine.tokenize import Prompt, TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.openai.logprobs import completion_logprobs, token_decoder
 from autoglm.server.openai.output_constraints import compile_grammar, requested_constraint
