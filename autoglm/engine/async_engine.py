@@ -12,17 +12,23 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from autoglm.config import AutoGLMConfig
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.stats import EngineStats
-from autoglm.engine.tokenize import Prompt
+from autoglm.engine.tokenize import Prompt, PromptCharLimit
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import SamplingParams
+from autoglm.structured_outputs import StructuredOutputsParams
 from autoglm.engine.heartbeat import EngineHeartbeat
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
@@ -114,6 +120,51 @@ class AsyncEngine:
     @property
     def num_open_requests(self) -> int:
         return len(self._open_requests)
+
+    @property
+    def config(self) -> AutoGLMConfig:
+        return self.engine.config
+
+    @property
+    def model_path(self) -> Path:
+        return self.engine.model_path
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self.engine.tokenizer
+
+    @property
+    def max_context_len(self) -> int:
+        return self.engine.max_context_len
+
+    @property
+    def vocab_size(self) -> int:
+        return self.engine.model_config.vocab_size
+
+    @property
+    def prompt_char_limit(self) -> PromptCharLimit:
+        return self.engine.prompt_char_limit
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.engine.dtype
+
+    @property
+    def linear_methods(self) -> str:
+        """How the projections and the LM head compute (a CPU kernel rounds as PyTorch's matmul does not)."""
+        methods = self.engine.linear_methods
+        return f"{methods.layers.describe()}; {methods.lm_head.describe()}"
+
+    @property
+    def device_type(self) -> str:
+        return self.engine.device.type
+
+    def compile_grammar(self, constraint: StructuredOutputsParams) -> None:
+        """Compile `constraint` into the engine's grammar cache; blocks, so call it off the event loop."""
+        self.engine.compile_grammar(constraint)
+
+    def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None:
+        self.engine.notify_when_broken(listener)
 
     async def wait_until_idle(self, timeout_s: float) -> bool:
         """Wait until no request is open; False if `timeout_s` passed first."""

@@ -5,7 +5,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from functools import partial
 from http import HTTPStatus
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
@@ -16,7 +15,7 @@ from starlette.routing import BaseRoute
 
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.client import EngineBuilder, engine_builder
 from autoglm.engine.tokenize import check_token_ids
 from autoglm.errors import quote_value
 from autoglm.registry.base import Registry
@@ -120,7 +119,7 @@ async def tokenizer_info(raw: Request, model: str | None = None, state: ServerSt
     """vLLM's: the tokenizer's special tokens and chat template, for clients that tokenize and render prompts
     themselves through /tokenize (lm-evaluation-harness asks it when given no tokenizer of its own)."""
     model = allowed_model(raw, state, model, generates=False)
-    engine = state.route(model).engine.engine
+    engine = state.route(model).engine
     return tokenizer_info_of(engine.tokenizer, engine.max_context_len)
 
 
@@ -143,14 +142,14 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
                                      template_kwargs=body.chat_template_kwargs)
     else:
         tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
-    return TokenizeResponse(count=len(tokens), max_model_len=served.engine.engine.max_context_len, tokens=tokens)
+    return TokenizeResponse(count=len(tokens), max_model_len=served.engine.max_context_len, tokens=tokens)
 
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
-    check_token_ids(body.tokens, served.engine.engine.model_config.vocab_size, "tokens")
+    check_token_ids(body.tokens, served.engine.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))
 
 
@@ -168,7 +167,7 @@ async def chat_completions(body: ChatCompletionRequest, raw: Request, state: Ser
     return await create_chat_completion(raw, state, body)
 
 
-def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None = None,
+def build_app(config: AutoGLMConfig, load_engine: EngineBuilder | None = None,
               on_load_failure: Callable[[], None] | None = None,
               on_engine_broken: Callable[[], None] | None = None,
               limit_windows: LimitWindows = LimitWindows(), registry: Registry | None = None,
@@ -192,7 +191,7 @@ def build_app(config: AutoGLMConfig, load_engine: Callable[[], LLMEngine] | None
         registry = registry_from_config(config)
     state = ServerState(config, keyring, registry if config.serve_models else None, load_version)
     state.pool.on_engine_broken = on_engine_broken
-    load = load_engine or partial(LLMEngine, config)
+    load = load_engine or engine_builder(config)
 
     def loaded(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and on_load_failure is not None:

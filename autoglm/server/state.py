@@ -4,16 +4,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from http import HTTPStatus
 
 from fastapi import Request
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.engine.client import EngineBuilder, EngineClient
+from autoglm.engine.stats import EngineStats
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.registry.base import Registry
-from autoglm.engine.async_engine import AsyncEngine
 from autoglm.server.openai.errors import APIError
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.response_cache.cache import response_cache_from_config
@@ -73,7 +72,7 @@ class ServerState:
         return self.pool.get(version_id(routes.name, routes.stable)) if routes is not None else None
 
     @property
-    def engine(self) -> AsyncEngine | None:
+    def engine(self) -> EngineClient | None:
         """The default model's stable engine; None until it has loaded."""
         default = self.default_version
         return default.engine if default is not None else None
@@ -156,7 +155,7 @@ class ServerState:
                               prompt=prompt if self.config.log_prompts else None,
                               client_request_id=client_request_id(request))
 
-    async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
+    async def load(self, load_engine: EngineBuilder) -> None:
         """Load what the server serves off the event loop, so /health can answer 503 meanwhile: the versions
         serve_models names, or else the one model `load_engine` builds."""
         try:

@@ -113,20 +113,20 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
-        tool_use = plan_tool_use(body, engine.engine.tokenizer.chat_template)
+        tool_use = plan_tool_use(body, engine.tokenizer.chat_template)
         constraint = _output_constraint(body, tool_use)
-        params = chat_sampling_params(body, engine.engine.model_config.vocab_size,
+        params = chat_sampling_params(body, engine.vocab_size,
                                       state.config.max_sequences_per_request, constraint)
-        await check_tool_schemas(engine.engine, body)  # first: a forced call's grammar is then a cache hit
-        await compile_grammar(engine.engine, constraint)
+        await check_tool_schemas(engine, body)  # first: a forced call's grammar is then a cache hit
+        await compile_grammar(engine, constraint)
         tools = tool_use.template_tools if tool_use is not None else None
         token_ids = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt, tools,
                                         continue_final_message=body.continue_final_message,
                                         template_kwargs=body.chat_template_kwargs)
-        tracker.on_tokens = await admit_generation(raw, body, params, [len(token_ids)], engine.engine.max_context_len)
+        tracker.on_tokens = await admit_generation(raw, body, params, [len(token_ids)], engine.max_context_len)
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
-                          engine.engine.tokenizer, tool_use)
+                          engine.tokenizer, tool_use)
     return await serve_generation(raw, served, tracker, [TokenizedPrompt(token_ids)], params, body, builder,
                                   response_cache_lookup(state, raw, body, params, served))
 

@@ -30,14 +30,14 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
         constraint = requested_constraint(body)
-        params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
+        params = completion_sampling_params(body, engine.vocab_size,
                                             state.config.max_sequences_per_request, constraint)
-        await compile_grammar(engine.engine, constraint)
+        await compile_grammar(engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)
         tracker.on_tokens = await admit_generation(raw, body, params, [len(prompt.token_ids) for prompt in prompts],
-                                                   engine.engine.max_context_len)
+                                                   engine.max_context_len)
     builder = CompletionBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, body.echo,
-                                body.logprobs, body.n, engine.engine.tokenizer)
+                                body.logprobs, body.n, engine.tokenizer)
     return await serve_generation(raw, served, tracker, prompts, params, body, builder,
                                   response_cache_lookup(state, raw, body, params, served))
 

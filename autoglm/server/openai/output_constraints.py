@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.client import EngineClient
 from autoglm.errors import InvalidRequestError
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.protocol import GenerationRequest
@@ -89,7 +89,7 @@ def request_field_error(error: InvalidRequestError, field: str) -> APIError:
     return APIError(HTTPStatus.BAD_REQUEST, message, param=param, code="invalid_value")
 
 
-async def compile_grammar(engine: LLMEngine, constraint: OutputConstraint | None,
+async def compile_grammar(engine: EngineClient, constraint: OutputConstraint | None,
                           timeout_s: float = GRAMMAR_COMPILE_TIMEOUT_S) -> None:
     """Compile the constraint's grammar (or find it in the engine's cache) on a worker thread: a big
     schema takes long enough to stall every connection if compiled on the event loop, and the engine

@@ -15,11 +15,11 @@ def model_cards(router: ModelRouter, created: int) -> list[ModelCard]:
         if stable is None:
             continue
         cards.append(ModelCard(id=routes.name, created=created, root=stable.version_id,
-                               max_model_len=stable.engine.engine.max_context_len))
+                               max_model_len=stable.engine.max_context_len))
         if not routes.stable:  # one model, no versions
             continue
         cards += [ModelCard(id=served.version_id, created=created, root=served.version_id, parent=routes.name,
-                            max_model_len=served.engine.engine.max_context_len,
+                            max_model_len=served.engine.max_context_len,
                             aliases=routes.aliases_of(served.version))
                   for served in router.loaded_versions(routes.name)]
     return cards

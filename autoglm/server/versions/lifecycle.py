@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from functools import partial
 from http import HTTPStatus
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.client import EngineBuilder, engine_builder
 from autoglm.errors import quote_value
 from autoglm.registry.base import (
     CANARY_ALIAS,
@@ -31,12 +30,12 @@ from autoglm.server.observability.tracking import RequestOutcome
 logger = logging.getLogger(__name__)
 
 # How the engine of a registered version is built (tests may build it otherwise).
-EngineLoader = Callable[[ModelVersion], Callable[[], LLMEngine]]
+EngineLoader = Callable[[ModelVersion], EngineBuilder]
 
 
 def engine_loader(config: AutoGLMConfig) -> EngineLoader:
     """Each version's engine from its checkpoint, with the server's settings and a share of its KV budget."""
-    return lambda version: partial(LLMEngine, version_config(config, version.path))
+    return lambda version: engine_builder(version_config(config, version.path))
 
 
 class ModelLifecycle:

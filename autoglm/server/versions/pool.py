@@ -9,13 +9,12 @@ from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import EngineStats, LLMEngine
-from autoglm.engine.async_engine import AsyncEngine
+from autoglm.engine.client import EngineBuilder, open_client
+from autoglm.engine.stats import EngineStats
 from autoglm.server.openai.errors import APIError
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions.served_version import OutcomeListener, ServedVersion, VersionState
 from autoglm.server.versions.version_ids import version_id
-from autoglm.engine.native_memory import bound_onednn_primitive_cache
 from autoglm.server.response_cache.source import answer_source
 from autoglm.server.openai.tokenizer_pool import TokenizerPool
 
@@ -74,7 +73,7 @@ class VersionPool:
     def stats(self) -> dict[str, EngineStats]:
         return {served.version_id: served.engine.stats for served in self._versions.values()}
 
-    async def load(self, name: str, version: str, load_engine: Callable[[], LLMEngine],
+    async def load(self, name: str, version: str, load_engine: EngineBuilder,
                    registered_sha256: str | None = None) -> ServedVersion:
         """The version, loaded now if it is not loaded (off the event loop: requests go on being served).
         `registered_sha256` is the registry's checksum of its weights, which spares hashing them again."""
@@ -98,18 +97,17 @@ class VersionPool:
         logger.info("%s loaded", served_id)
         return served
 
-    async def _start(self, name: str, version: str, load_engine: Callable[[], LLMEngine],
+    async def _start(self, name: str, version: str, load_engine: EngineBuilder,
                      registered_sha256: str | None) -> ServedVersion:
-        bound_onednn_primitive_cache()
-        engine = await asyncio.to_thread(load_engine)
+        engine = await asyncio.to_thread(open_client, load_engine, self._config.max_waiting_requests,
+                                         self._config.request_timeout_s)
         source = await asyncio.to_thread(answer_source, engine, registered_sha256)
         if (on_broken := self.on_engine_broken) is not None:
             engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
                                              engine.prompt_char_limit)
-        async_engine = AsyncEngine(engine, self._config.max_waiting_requests, self._config.request_timeout_s)
-        async_engine.start()
-        return ServedVersion(name, version, async_engine, tokenizers, source, self._metrics, self.on_outcome)
+        engine.start()
+        return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome)
 
     def retire(self, served_id: str) -> None:
         """Route nothing new to the version; it unloads (in the background) once its last request ends."""

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from enum import Enum
 
-from autoglm.engine.async_engine import AsyncEngine
+from autoglm.engine.client import EngineClient
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions.version_ids import version_id
 from autoglm.server.response_cache.source import AnswerSource
@@ -35,7 +35,7 @@ class ServedVersion:
     `answer_source` (weights, files, numerics) tells apart deployments of one name all the same.
     """
 
-    def __init__(self, name: str, version: str, engine: AsyncEngine, tokenizers: TokenizerPool,
+    def __init__(self, name: str, version: str, engine: EngineClient, tokenizers: TokenizerPool,
                  answer_source: AnswerSource, metrics: ServerMetrics,
                  on_outcome: OutcomeListener | None = None) -> None:
         self.name = name
