@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -32,8 +32,9 @@ from autoglm.structured_outputs import StructuredOutputsParams
 EngineBuilder = Callable[[], LLMEngine]
 
 
+@runtime_checkable
 class EngineClient(Protocol):
-    """One loaded model's engine, as the server sees it."""
+    """One loaded model's engine, as the server sees it (checkable with isinstance: every member present)."""
 
     stats: EngineStats  # the latest snapshot, replaced after every step
     heartbeat: EngineHeartbeat  # whether the engine is stuck in a step
