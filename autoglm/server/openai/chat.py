@@ -7,13 +7,15 @@ from functools import partial
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import APIRouter, Request, Response
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
 from autoglm.errors import quote_value
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
+from autoglm.server.dependencies import State, allowed_model
+from autoglm.server.http.request_ids import adopt_request_id
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.logprobs import chat_logprobs, token_decoder
 from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar, requested_constraint
@@ -104,6 +106,16 @@ async def tokenize_chat(tokenizers: TokenizerPool, messages: list[ChatMessage], 
         render_chat_prompt, messages=messages, add_generation_prompt=add_generation_prompt,
         char_limit=tokenizers.char_limit, tools=tools, continue_final_message=continue_final_message,
         template_kwargs=template_kwargs))
+
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    adopt_request_id(raw, body.request_id)
+    body.model = allowed_model(raw, state, body.model, generates=True)
+    return await create_chat_completion(raw, state, body)
 
 
 async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:

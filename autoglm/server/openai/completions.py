@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Request, Response
+from fastapi import APIRouter, Request, Response
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import Prompt, TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
+from autoglm.server.dependencies import State, allowed_model
+from autoglm.server.http.request_ids import adopt_request_id
 from autoglm.server.openai.logprobs import completion_logprobs, token_decoder
 from autoglm.server.openai.output_constraints import compile_grammar, requested_constraint
 from autoglm.server.openai.protocol import CompletionRequest
@@ -20,6 +22,16 @@ from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.openai.streaming import ChoiceDelta
 from autoglm.server.openai.tokenizer_pool import TokenizerPool
 from autoglm.server.openai.unsupported import refuse_unimplemented
+
+
+router = APIRouter()
+
+
+@router.post("/v1/completions")
+async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
+    adopt_request_id(raw, body.request_id)
+    body.model = allowed_model(raw, state, body.model, generates=True)
+    return await create_completion(raw, state, body)
 
 
 async def create_completion(raw: Request, state: ServerState, body: CompletionRequest) -> Response:
