@@ -6,7 +6,7 @@ import re
 import pytest
 
 from autoglm.cli.main import main
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import Role, load_tenants_file
 from autoglm.server.tenants.keyring import KeyRing
 

@@ -36,8 +36,8 @@ def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
 def run_server(args: argparse.Namespace) -> int:
     from autoglm.model_paths import resolve_model_path
     from autoglm.server.app import build_app
-    from autoglm.server.draining_server import DrainingServer
-    from autoglm.server.uvicorn_config import uvicorn_config
+    from autoglm.server.http.draining_server import DrainingServer
+    from autoglm.server.http.uvicorn_config import uvicorn_config
 
     config = config_from_args(args)
     if not config.serve_models:  # else the registry's versions are served, each checked as it loads
@@ -70,7 +70,7 @@ def _run_on_ray(config: AutoGLMConfig) -> int:
 
 def _configure_logging() -> None:
     """uvicorn logs at the command line's level; request lines are bare JSON, one per line, for log shippers."""
-    from autoglm.server.tracking import request_logger
+    from autoglm.server.observability.tracking import request_logger
 
     logging.getLogger("uvicorn").setLevel(logging.getLogger("autoglm").getEffectiveLevel())
     handler = logging.StreamHandler()

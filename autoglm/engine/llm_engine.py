@@ -9,7 +9,6 @@ import random
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
@@ -32,7 +31,8 @@ from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
+from autoglm.engine.stats import EngineStats
+from autoglm.engine.tokenize import Prompt, PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
@@ -40,30 +40,6 @@ from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
 logger = logging.getLogger(__name__)
-
-# Text, token ids, or token ids with the text they came from (the server tokenizes before it sends).
-Prompt = str | list[int] | TokenizedPrompt
-
-
-@dataclass
-class EngineStats:
-    """A snapshot of the engine's load and counters, for metrics and logs."""
-
-    num_running: int  # requests with a sequence in the running batch
-    num_waiting: int  # the other unfinished requests
-    kv_cache_usage: float
-    kv_cache_dtype: str
-    kv_cache_capacity_tokens: int
-    kv_cache_bytes_per_token: float  # every layer's K and V of one token, scales included
-    prefix_cache_queries: int
-    prefix_cache_hits: int
-    num_preemptions: int
-    prompt_tokens_total: int
-    generation_tokens_total: int
-    tensor_parallel_size: int = 1  # processes the model is split across
-    num_failed_steps: int = 0  # steps that raised (see step_isolation)
-    spec_decode: SpecDecodeStats | None = None  # None: speculative decoding is off
-
 
 class LLMEngine:
     """Continuous batching over a paged KV cache."""

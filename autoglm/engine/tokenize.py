@@ -18,6 +18,10 @@ class TokenizedPrompt:
     text: str | None = None
 
 
+# Text, token ids, or token ids with the text they came from (the server tokenizes before it sends).
+Prompt = str | list[int] | TokenizedPrompt
+
+
 def encode_text(tokenizer: PreTrainedTokenizerBase, text: str, add_special_tokens: bool = True) -> list[int]:
     """Token ids of `text`, without transformers' "longer than the maximum sequence length" warning.
 

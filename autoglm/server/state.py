@@ -4,30 +4,29 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from http import HTTPStatus
 
 from fastapi import Request
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.engine.client import EngineBuilder, EngineClient
+from autoglm.engine.stats import EngineStats
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.registry.base import Registry
-from autoglm.server.async_engine import AsyncEngine
-from autoglm.server.errors import APIError
-from autoglm.server.metrics import ServerMetrics
+from autoglm.server.openai.errors import APIError
+from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.response_cache.cache import response_cache_from_config
-from autoglm.server.models.lifecycle import EngineLoader, ModelLifecycle
-from autoglm.server.models.pool import VersionPool
-from autoglm.server.models.routing import ModelRouter, ModelRoutes, model_name_of
-from autoglm.server.models.served_version import ServedVersion
-from autoglm.server.models.version_ids import version_id
-from autoglm.server.request_ids import client_request_id
+from autoglm.server.versions.lifecycle import EngineLoader, ModelLifecycle
+from autoglm.server.versions.pool import VersionPool
+from autoglm.server.versions.routing import ModelRouter, ModelRoutes, model_name_of
+from autoglm.server.versions.served_version import ServedVersion
+from autoglm.server.versions.version_ids import version_id
+from autoglm.server.http.request_ids import client_request_id
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.usage import UsageLedger, default_usage_db
-from autoglm.server.tokenizer_pool import TokenizerPool
-from autoglm.server.tracking import RequestTracker
+from autoglm.server.openai.tokenizer_pool import TokenizerPool
+from autoglm.server.observability.tracking import RequestTracker
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class ServerState:
         return self.pool.get(version_id(routes.name, routes.stable)) if routes is not None else None
 
     @property
-    def engine(self) -> AsyncEngine | None:
+    def engine(self) -> EngineClient | None:
         """The default model's stable engine; None until it has loaded."""
         default = self.default_version
         return default.engine if default is not None else None
@@ -156,7 +155,7 @@ class ServerState:
                               prompt=prompt if self.config.log_prompts else None,
                               client_request_id=client_request_id(request))
 
-    async def load(self, load_engine: Callable[[], LLMEngine]) -> None:
+    async def load(self, load_engine: EngineBuilder) -> None:
         """Load what the server serves off the event loop, so /health can answer 503 meanwhile: the versions
         serve_models names, or else the one model `load_engine` builds."""
         try:

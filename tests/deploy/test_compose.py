@@ -11,7 +11,7 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator
 
-from autoglm.server.uvicorn_config import CONNECTION_CLOSE_TIMEOUT_S
+from autoglm.server.http.uvicorn_config import CONNECTION_CLOSE_TIMEOUT_S
 from tests.deploy.deploy_files import COMPOSE_FILE, DASHBOARD, DATA, DOCKERFILES, REPO_ROOT, dockerfile_env, settings_of
 
 SERVER = "autoglm"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator, ValidationError
 
-from autoglm.server.uvicorn_config import CONNECTION_CLOSE_TIMEOUT_S
+from autoglm.server.http.uvicorn_config import CONNECTION_CLOSE_TIMEOUT_S
 from tests.deploy.deploy_files import (
     DATA,
     SERVICE_MONITOR,

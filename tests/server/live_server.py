@@ -21,7 +21,7 @@ from autoglm.engine.llm_engine import LLMEngine
 from autoglm.server.app import build_app
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.rate_limits import LimitWindows
-from autoglm.server.uvicorn_config import uvicorn_config
+from autoglm.server.http.uvicorn_config import uvicorn_config
 from tests.tiny_models import make_tiny_checkpoint
 
 CHAT_TEMPLATE = (

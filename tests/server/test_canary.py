@@ -47,7 +47,7 @@ def test_automatic_rollback_sends_a_failing_canary_back_to_0_percent_and_says_wh
 
         monkeypatch.setattr(canary.engine.engine, "step", broken_step)
         assert operate(served.url, "canary", version="2", percent=50).status_code == 200
-        with caplog.at_level(logging.WARNING, logger="autoglm.server.models.lifecycle"):
+        with caplog.at_level(logging.WARNING, logger="autoglm.server.versions.lifecycle"):
             statuses = Counter(httpx.post(served.url + "/v1/completions", timeout=60,
                                           json={"model": MODEL, "prompt": "Hi", "max_tokens": 2,
                                                 "user": f"user-{i}"}).status_code

@@ -9,10 +9,10 @@ import pytest
 from transformers import AutoTokenizer
 
 from autoglm.engine.tokenize import PromptCharLimit
-from autoglm.server.errors import APIError
-from autoglm.server.protocol import ChatCompletionRequest
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.protocol import ChatCompletionRequest
 from autoglm.server.response_cache.key import response_cache_key
-from autoglm.server.serving_chat import render_chat_prompt
+from autoglm.server.openai.chat import render_chat_prompt
 from tests.server.live_server import sse_payloads
 from tests.server.test_errors import error_of, post
 

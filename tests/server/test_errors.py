@@ -12,7 +12,7 @@ import pytest
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.errors import InvalidRequestError
-from autoglm.server.errors import to_api_error
+from autoglm.server.openai.errors import to_api_error
 from tests.server.live_server import (
     BASE_SETTINGS,
     long_completion,
@@ -169,7 +169,7 @@ def test_engine_failure_is_500_and_the_server_keeps_serving(server, monkeypatch)
 
 def test_only_invalid_requests_are_400_and_any_other_error_is_a_500_naming_the_request(caplog):
     assert to_api_error(InvalidRequestError("n must be in [1, 16], got 0"), "cmpl-7").status == 400
-    with caplog.at_level(logging.ERROR, logger="autoglm.server.errors"):
+    with caplog.at_level(logging.ERROR, logger="autoglm.server.openai.errors"):
         bug = ValueError("zip() argument 2 is shorter than argument 1")
         error = to_api_error(bug, "cmpl-7")
     assert error.status == 500 and error.body.error.type == "server_error"

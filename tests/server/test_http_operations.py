@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from autoglm.server.trusted_hosts import LOCALHOST_NAMES, default_allowed_hosts, host_allowed, host_name
+from autoglm.server.http.trusted_hosts import LOCALHOST_NAMES, default_allowed_hosts, host_allowed, host_name
 from tests.server.live_server import RunningServer, start_server, wait_until
 from tests.server.test_errors import error_of
 

@@ -8,10 +8,10 @@ import json
 import httpx
 import pytest
 
-from autoglm.server.errors import APIError
-from autoglm.server.json_nesting import MAX_JSON_DEPTH
-from autoglm.server.protocol import ChatCompletionRequest
-from autoglm.server.sampling import chat_sampling_params
+from autoglm.server.openai.errors import APIError
+from autoglm.server.http.json_nesting import MAX_JSON_DEPTH
+from autoglm.server.openai.protocol import ChatCompletionRequest
+from autoglm.server.openai.sampling import chat_sampling_params
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autoglm.server.json_nesting import MAX_JSON_DEPTH, nesting_error
+from autoglm.server.http.json_nesting import MAX_JSON_DEPTH, nesting_error
 
 
 def nested(levels: int) -> str:

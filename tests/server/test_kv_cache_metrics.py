@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoglm.engine.llm_engine import EngineStats
-from autoglm.server.metrics import ServerMetrics
+from autoglm.engine.stats import EngineStats
+from autoglm.server.observability.metrics import ServerMetrics
 
 
 def test_kv_cache_capacity_bytes_per_token_and_dtype_are_exported():

@@ -9,7 +9,7 @@ import pytest
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.server.async_engine import AsyncEngine
+from autoglm.engine.async_engine import AsyncEngine
 from tests.engine.test_slow_masks import HANG_GUARD_S, REGEX, MaskGate, constrained
 from tests.optional_packages import needs_xgrammar
 from tests.server.live_server import BASE_SETTINGS

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from autoglm.server.errors import APIError
-from autoglm.server.models.admin_routes import check_model_admin
-from autoglm.server.models.auto_rollback import CanaryWatch, RollbackThresholds
-from autoglm.server.models.canary import CanarySplit
-from autoglm.server.models.pool import kv_cache_share
-from autoglm.server.models.routing import ModelRoutes
-from autoglm.server.tracking import RequestOutcome
+from autoglm.server.openai.errors import APIError
+from autoglm.server.versions.admin_routes import check_model_admin
+from autoglm.server.versions.auto_rollback import CanaryWatch, RollbackThresholds
+from autoglm.server.versions.canary import CanarySplit
+from autoglm.server.versions.pool import kv_cache_share
+from autoglm.server.versions.routing import ModelRoutes
+from autoglm.server.observability.tracking import RequestOutcome
 
 OK = RequestOutcome(status=200, time_to_first_token_s=0.1, prompt_tokens=3, completion_tokens=4)
 FAILED = RequestOutcome(status=500, time_to_first_token_s=None, prompt_tokens=3, completion_tokens=0)

@@ -5,7 +5,7 @@ import os
 
 import torch
 
-from autoglm.server.native_memory import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VARIABLE, bound_onednn_primitive_cache
+from autoglm.engine.native_memory import ONEDNN_CACHE_CAPACITY, ONEDNN_CACHE_VARIABLE, bound_onednn_primitive_cache
 from tests.server.live_server import wait_until
 from tests.test_host_allocator import needs_glibc
 

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.protocol import ChatMessage
+from autoglm.server.openai.protocol import ChatMessage
 from tests.server.test_errors import error_of, post
 
 MODEL = "tiny-llama"

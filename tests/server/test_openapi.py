@@ -11,8 +11,8 @@ import pytest
 
 from autoglm.config import AutoGLMConfig
 from autoglm.server.app import build_app
-from autoglm.server.openapi import ROUTE_ERRORS
-from autoglm.server.schema_bounds import FIELD_BOUNDS
+from autoglm.server.openai.openapi import ROUTE_ERRORS
+from autoglm.server.openai.schema_bounds import FIELD_BOUNDS
 from tests.server.live_server import RunningServer, start_server
 from tests.server.model_versions import serve_registry
 from tests.server.tenants_files import TenantsFixture

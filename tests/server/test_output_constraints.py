@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from autoglm.errors import InvalidRequestError
-from autoglm.server.errors import APIError
-from autoglm.server.output_constraints import OutputConstraint, compile_grammar, requested_constraint
-from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest
-from autoglm.server.sampling import chat_sampling_params, completion_sampling_params
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar, requested_constraint
+from autoglm.server.openai.protocol import ChatCompletionRequest, CompletionRequest
+from autoglm.server.openai.sampling import chat_sampling_params, completion_sampling_params
 from autoglm.structured_outputs import StructuredOutputsParams
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}

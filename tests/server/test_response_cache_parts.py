@@ -10,8 +10,8 @@ import pytest
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.metrics import ServerMetrics
-from autoglm.server.protocol import ChatCompletionRequest, CompletionRequest
+from autoglm.server.observability.metrics import ServerMetrics
+from autoglm.server.openai.protocol import ChatCompletionRequest, CompletionRequest
 from autoglm.server.response_cache.answer import CachedAnswer, decode_answer, encode_answer
 from autoglm.server.response_cache.cache import ResponseCache
 from autoglm.server.response_cache.key import is_deterministic, response_cache_key

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.metrics import SpecDecodeStats
-from autoglm.server.metrics import ServerMetrics
+from autoglm.server.observability.metrics import ServerMetrics
 
 
 def scrape(spec_decode: SpecDecodeStats | None) -> dict:

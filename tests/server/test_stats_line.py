@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from autoglm.engine.llm_engine import EngineStats
-from autoglm.server.stats_logger import stats_line
+from autoglm.engine.stats import EngineStats
+from autoglm.server.observability.stats_logger import stats_line
 
 IDLE = EngineStats(num_running=0, num_waiting=0, kv_cache_usage=0.0, kv_cache_dtype="auto",
                    kv_cache_capacity_tokens=64, kv_cache_bytes_per_token=8.0, prefix_cache_queries=0,

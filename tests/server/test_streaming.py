@@ -10,9 +10,9 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.async_engine import AsyncEngine
-from autoglm.server.request_stream import RequestStream
-from autoglm.server.streaming import DeltaTracker
+from autoglm.engine.async_engine import AsyncEngine
+from autoglm.engine.request_stream import RequestStream
+from autoglm.server.openai.streaming import DeltaTracker
 from tests.server.live_server import BASE_SETTINGS
 
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from autoglm.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from autoglm.server.metrics import ServerMetrics
+from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.tenants import usage as usage_module
 from autoglm.server.tenants.usage import TenantUsage, Usage, UsageLedger
-from autoglm.server.tracking import RequestTracker
+from autoglm.server.observability.tracking import RequestTracker
 from tests.server.live_server import free_port, long_completion, start_server, wait_for_health
 from tests.server.tenants_files import TenantsFixture, bearer
 

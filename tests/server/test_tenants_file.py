@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import Role, TenantsFileError, load_tenants_file, utc_now
 from autoglm.server.tenants.keyring import KeyRing
 from autoglm.server.tenants.keys import generate_key, hash_key

@@ -10,8 +10,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.tokenize import PromptCharLimit
-from autoglm.server import tokenizer_pool
-from autoglm.server.tokenizer_pool import TokenizerPool
+from autoglm.server.openai import tokenizer_pool
+from autoglm.server.openai.tokenizer_pool import TokenizerPool
 from tests.tiny_models import TOKENIZER_TEXT
 
 pytestmark = pytest.mark.timeout(60)

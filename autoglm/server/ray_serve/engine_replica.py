@@ -21,7 +21,7 @@ from ray import serve
 from starlette.types import Message, Scope
 
 from autoglm.config import AutoGLMConfig
-from autoglm.server.admin import reload_tenants
+from autoglm.server.tenants.admin_routes import reload_tenants
 from autoglm.server.app import build_app
 from autoglm.server.ray_serve.asgi_call import call_asgi
 from autoglm.server.ray_serve.fan_out import ReplicaAnswer

@@ -16,7 +16,7 @@ from http import HTTPStatus
 
 from starlette.responses import Response
 
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 
 # Names every replica that applied a fanned-out admin call.
 REPLICAS_HEADER = b"x-autoglm-replicas"

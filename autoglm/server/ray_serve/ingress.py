@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.ray_serve.fan_out import combined_answer, fans_out
 from autoglm.server.ray_serve.routing_key import routing_key
-from autoglm.server.streaming import sse_event
+from autoglm.server.openai.streaming import sse_event
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from fastapi import Request
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.engine.sequence import TenantTag
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.metrics import ServerMetrics
-from autoglm.server.models.served_version import ServedVersion
-from autoglm.server.protocol import GenerationRequest
-from autoglm.server.request_stream import IndexedOutput
+from autoglm.server.observability.metrics import ServerMetrics
+from autoglm.server.versions.served_version import ServedVersion
+from autoglm.server.openai.protocol import GenerationRequest
+from autoglm.engine.request_stream import IndexedOutput
 from autoglm.server.response_cache.answer import CachedAnswer, decode_answer, encode_answer
 from autoglm.server.response_cache.key import is_deterministic, response_cache_key
 from autoglm.server.response_cache.memory_store import MemoryStore
@@ -21,7 +21,7 @@ from autoglm.server.response_cache.outcome import CACHE_HEADER, CacheOutcome
 from autoglm.server.response_cache.replay import recording, replay
 from autoglm.server.response_cache.store import CacheStore
 from autoglm.server.tenants.rate_limit_storage import REDIS_EXTRA
-from autoglm.server.tracking import RequestTracker
+from autoglm.server.observability.tracking import RequestTracker
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import hashlib
 import json
 
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.protocol import GenerationRequest
+from autoglm.server.openai.protocol import GenerationRequest
 
 # Request fields that never change what the model writes: how the answer is delivered, who asked (the
 # tenant is keyed instead), scheduling, and chat fields accepted and not used. `model` gives way to the

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from autoglm.outputs import RequestMetrics, RequestOutput
-from autoglm.server.request_stream import IndexedOutput
+from autoglm.engine.request_stream import IndexedOutput
 from autoglm.server.response_cache.answer import CachedAnswer
 
 

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.client import EngineClient
 from autoglm.registry.checkpoint import files_sha256, weights_sha256
 
 # Files beside the weights that change what the model writes: config.json (the architecture's numbers),
@@ -45,7 +45,7 @@ def description_files(folder: Path) -> list[Path]:
                   key=lambda file: file.name)
 
 
-def answer_source(engine: LLMEngine, registered_sha256: str | None = None) -> AnswerSource:
+def answer_source(engine: EngineClient, registered_sha256: str | None = None) -> AnswerSource:
     """The engine's answer source. Without the registry's checksum the weight files are hashed here, once
     per load (1-3 s a GB; see docs/MODELS.md)."""
     config = engine.config
@@ -56,8 +56,8 @@ def answer_source(engine: LLMEngine, registered_sha256: str | None = None) -> An
         weights_sha256=registered_sha256 or weights_sha256(engine.model_path),
         files_sha256=files_sha256([file for folder in folders for file in description_files(folder)]),
         dtype=str(engine.dtype),
-        linear_methods=f"{engine.linear_methods.layers.describe()}; {engine.linear_methods.lm_head.describe()}",
-        device=engine.device.type,
+        linear_methods=engine.linear_methods,
+        device=engine.device_type,
         quantization=config.model.quantization,
         quantization_group_size=config.model.quantization_group_size,
         quantize_lm_head=config.model.quantize_lm_head,

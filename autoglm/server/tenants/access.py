@@ -6,7 +6,7 @@ from http import HTTPStatus
 from fastapi import Request
 
 from autoglm.errors import quote_value
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.authentication import PRINCIPAL_STATE
 from autoglm.server.tenants.file import Role
 from autoglm.server.tenants.keyring import Principal

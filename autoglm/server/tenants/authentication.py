@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.keyring import KeyRing, invalid_key
 
 # Routes that need a key: the OpenAI API, the tokenizer's, the admin routes, and /metrics if the

@@ -8,7 +8,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.config import AutoGLMConfig, ConfigError
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
                                          TenantsFileError, load_tenants_file, save_tenants_file, utc_now)
 from autoglm.server.tenants.keys import hash_key, hashes_match

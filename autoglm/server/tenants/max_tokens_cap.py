@@ -6,8 +6,8 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from autoglm.server.errors import APIError
-from autoglm.server.protocol import ChatCompletionRequest, GenerationRequest
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.protocol import ChatCompletionRequest, GenerationRequest
 from autoglm.server.tenants.access import request_principal
 
 Body = TypeVar("Body", bound=GenerationRequest)

@@ -17,7 +17,7 @@ from http import HTTPStatus
 from limits.aio.storage import Storage
 from limits.errors import StorageError
 
-from autoglm.server.errors import APIError
+from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import Tenant, TenantLimits
 from autoglm.server.tenants.rate_limit_headers import RateLimitSnapshot, WindowState, openai_duration, retry_after
 from autoglm.server.tenants.window_budget import Clock, Reservation, WindowBudgets, WindowFull

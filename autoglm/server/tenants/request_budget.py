@@ -8,7 +8,7 @@ from fastapi import Request
 from limits.errors import StorageError
 
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.protocol import GenerationRequest
+from autoglm.server.openai.protocol import GenerationRequest
 from autoglm.server.tenants.file import Tenant
 from autoglm.server.tenants.max_tokens_cap import max_tokens_field
 from autoglm.server.tenants.rate_limit_headers import rate_limit_headers

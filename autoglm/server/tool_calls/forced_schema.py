@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoglm.server.protocol import ToolDefinition
+from autoglm.server.openai.protocol import ToolDefinition
 
 # OpenAI's meaning of a function declared without parameters: it takes none.
 NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}

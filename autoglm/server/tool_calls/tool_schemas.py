@@ -9,10 +9,10 @@ the tools compiled, halving them, to name the one at fault.
 """
 from __future__ import annotations
 
-from autoglm.engine.llm_engine import LLMEngine
-from autoglm.server.errors import APIError
-from autoglm.server.output_constraints import OutputConstraint, compile_grammar
-from autoglm.server.protocol import ChatCompletionRequest, ToolDefinition
+from autoglm.engine.client import EngineClient
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar
+from autoglm.server.openai.protocol import ChatCompletionRequest, ToolDefinition
 from autoglm.server.tool_calls.forced_schema import arguments_schema, call_array_schema
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -22,7 +22,7 @@ def calls_grammar(tools: list[ToolDefinition], parallel: bool) -> StructuredOutp
     return StructuredOutputsParams(json=call_array_schema(tools, parallel))
 
 
-async def check_tool_schemas(engine: LLMEngine, request: ChatCompletionRequest) -> None:
+async def check_tool_schemas(engine: EngineClient, request: ChatCompletionRequest) -> None:
     """Refuse the request's tools unless every one's parameters compile: a 400 naming
     ``tools[i].function.parameters`` for the first that does not, with the reason the checks give."""
     tools = request.tools or []
@@ -37,7 +37,7 @@ async def check_tool_schemas(engine: LLMEngine, request: ChatCompletionRequest) 
         raise  # the culprit compiles alone (only placed among the others is it too deep): the whole set's error
 
 
-async def _first_failing_tool(engine: LLMEngine, tools: list[ToolDefinition]) -> int:
+async def _first_failing_tool(engine: EngineClient, tools: list[ToolDefinition]) -> int:
     """The index of the first tool without which the calls' grammar would compile, `tools` as a whole
     known not to: found by compiling halves, a few grammars where one per tool would be many."""
     compiles, fails = 0, len(tools)  # tools[:compiles] compile together, tools[:fails] do not

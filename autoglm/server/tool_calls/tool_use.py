@@ -9,8 +9,8 @@ from http import HTTPStatus
 from typing import Any
 
 from autoglm.errors import quote_value
-from autoglm.server.errors import APIError
-from autoglm.server.protocol import ChatCompletionRequest, NamedToolChoice, ToolDefinition
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.protocol import ChatCompletionRequest, NamedToolChoice, ToolDefinition
 from autoglm.server.tool_calls.families import known_families, tool_call_family
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.forced_schema import arguments_schema

@@ -8,7 +8,7 @@ import pytest
 import xgrammar
 from xgrammar.testing import _is_grammar_accept_string as accepts
 
-from autoglm.server.protocol import ToolDefinition
+from autoglm.server.openai.protocol import ToolDefinition
 from autoglm.server.tool_calls.forced_schema import call_array_schema, relocated
 
 # What Pydantic writes for a function taking a nested model: the model under $defs, used by reference;

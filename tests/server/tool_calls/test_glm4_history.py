@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autoglm.engine.tokenize import PromptCharLimit
-from autoglm.server.protocol import ChatMessage
-from autoglm.server.serving_chat import render_chat_prompt
+from autoglm.server.openai.protocol import ChatMessage
+from autoglm.server.openai.chat import render_chat_prompt
 from autoglm.server.tool_calls.families import tool_call_family
 from autoglm.server.tool_calls.glm4_history import glm4_history
 from tests.server.tool_calls.templates import GLM4_0414_TEMPLATE, GLM4_9B_CHAT_TEMPLATE, QWEN_TEMPLATE

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autoglm.server.protocol import ChatCompletionRequest
+from autoglm.server.openai.protocol import ChatCompletionRequest
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.glm4 import Glm4ToolCallParser
 from autoglm.server.tool_calls.hermes import HermesToolCallParser

@@ -13,9 +13,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from autoglm.engine.tokenize import PromptCharLimit
-from autoglm.server.errors import APIError
-from autoglm.server.protocol import ChatCompletionRequest, ChatMessage
-from autoglm.server.serving_chat import render_chat_prompt
+from autoglm.server.openai.errors import APIError
+from autoglm.server.openai.protocol import ChatCompletionRequest, ChatMessage
+from autoglm.server.openai.chat import render_chat_prompt
 from autoglm.server.tool_calls.tool_schemas import check_tool_schemas
 from autoglm.server.tool_calls.tool_use import plan_tool_use
 from tests.optional_packages import needs_xgrammar

@@ -1,0 +1,93 @@
+"""What a front end may ask of a running engine, and how it gets one.
+
+The HTTP server (its hot swap and its Ray replicas included) talks to engines only through
+``EngineClient`` and builds them only through ``engine_builder`` and ``open_client``: it never
+reaches into the scheduler, the runner or the model, so those can change without a route noticing.
+``AsyncEngine`` is the client; a request is aborted by leaving its ``generate`` iteration.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from autoglm.config import AutoGLMConfig, EngineConfig
+from autoglm.engine.async_engine import AsyncEngine
+from autoglm.engine.errors import EngineBrokenError
+from autoglm.engine.heartbeat import EngineHeartbeat
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.native_memory import bound_onednn_primitive_cache
+from autoglm.engine.request_stream import DeltaObserver, IndexedOutput
+from autoglm.engine.sequence import TenantTag
+from autoglm.engine.stats import EngineStats
+from autoglm.engine.tokenize import Prompt, PromptCharLimit
+from autoglm.sampling_params import SamplingParams
+from autoglm.structured_outputs import StructuredOutputsParams
+
+# Builds an engine, blocking while its model loads (callers run it on a worker thread).
+EngineBuilder = Callable[[], LLMEngine]
+
+
+@runtime_checkable
+class EngineClient(Protocol):
+    """One loaded model's engine, as the server sees it (checkable with isinstance: every member present)."""
+
+    stats: EngineStats  # the latest snapshot, replaced after every step
+    heartbeat: EngineHeartbeat  # whether the engine is stuck in a step
+
+    @property
+    def config(self) -> EngineConfig: ...  # the engine's own settings: its checkpoint, dtype, quantization
+
+    @property
+    def model_path(self) -> Path: ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase: ...
+
+    @property
+    def max_context_len(self) -> int: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def prompt_char_limit(self) -> PromptCharLimit: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...  # what weights and KV are computed in
+
+    @property
+    def linear_methods(self) -> str: ...  # how the projections and the LM head compute
+
+    @property
+    def device_type(self) -> str: ...
+
+    @property
+    def is_running(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
+                 arrival_time: float | None = None, observe: DeltaObserver | None = None,
+                 tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]: ...
+
+    def compile_grammar(self, constraint: StructuredOutputsParams) -> None: ...  # blocks: run it on a worker thread
+
+    def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None: ...
+
+
+def engine_builder(config: AutoGLMConfig) -> EngineBuilder:
+    """An engine of `config`'s model, built when called, handed only the engine's part of the settings."""
+    return partial(LLMEngine, config.engine_config())
+
+
+def open_client(build: EngineBuilder, max_waiting_requests: int, request_timeout_s: float) -> EngineClient:
+    """The engine `build` makes, behind its client, not started yet; blocks while the model loads."""
+    bound_onednn_primitive_cache()
+    return AsyncEngine(build(), max_waiting_requests, request_timeout_s)

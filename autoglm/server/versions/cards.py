@@ -1,0 +1,25 @@
+"""/v1/models' cards: each served model by name, and each loaded version of a registry's model with its aliases."""
+from __future__ import annotations
+
+from autoglm.server.versions.routing import ModelRouter
+from autoglm.server.versions.version_ids import version_id
+from autoglm.server.openai.responses import ModelCard
+
+
+def model_cards(router: ModelRouter, created: int) -> list[ModelCard]:
+    """A card per model (the served name, not the folder: where a model sits on disk is no client's business);
+    from a registry, then a card per loaded version, its parent the model."""
+    cards = []
+    for routes in router.routes.values():
+        stable = router.pool.get(version_id(routes.name, routes.stable))
+        if stable is None:
+            continue
+        cards.append(ModelCard(id=routes.name, created=created, root=stable.version_id,
+                               max_model_len=stable.engine.max_context_len))
+        if not routes.stable:  # one model, no versions
+            continue
+        cards += [ModelCard(id=served.version_id, created=created, root=served.version_id, parent=routes.name,
+                            max_model_len=served.engine.max_context_len,
+                            aliases=routes.aliases_of(served.version))
+                  for served in router.loaded_versions(routes.name)]
+    return cards

@@ -1,0 +1,142 @@
+"""The versions loaded in one server, each its own engine with its own share of the KV cache budget,
+all stepping on the one device."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+
+from autoglm.config import AutoGLMConfig
+from autoglm.engine.client import EngineBuilder, open_client
+from autoglm.engine.stats import EngineStats
+from autoglm.server.openai.errors import APIError
+from autoglm.server.observability.metrics import ServerMetrics
+from autoglm.server.versions.served_version import OutcomeListener, ServedVersion, VersionState
+from autoglm.server.versions.version_ids import version_id
+from autoglm.server.response_cache.source import answer_source
+from autoglm.server.openai.tokenizer_pool import TokenizerPool
+
+logger = logging.getLogger(__name__)
+
+
+def kv_cache_share(budget: str | int | float, num_shares: int) -> str | int | float:
+    """One version's part of the server's kv_cache_memory: an equal share of a size or a fraction;
+    'auto' lets each engine size its own."""
+    if budget == "auto":
+        return budget
+    if isinstance(budget, int):
+        return max(1, budget // num_shares)
+    return budget / num_shares
+
+
+def version_config(config: AutoGLMConfig, checkpoint: Path) -> AutoGLMConfig:
+    """The server's settings for the engine of one version: its checkpoint and tokenizer, its KV share."""
+    return config.model_copy(update={"model": str(checkpoint), "tokenizer": None,
+                                     "kv_cache_memory": kv_cache_share(config.kv_cache_memory,
+                                                                       config.max_loaded_versions)})
+
+
+class VersionPool:
+    """At most `capacity` versions loaded, loading or draining at once; a draining one still holds its memory."""
+
+    def __init__(self, config: AutoGLMConfig, metrics: ServerMetrics, capacity: int) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._capacity = capacity
+        self.on_outcome: OutcomeListener | None = None  # told how each request ended (automatic rollback)
+        self.on_engine_broken: Callable[[], None] | None = None  # told, from any thread, that an engine broke
+        self._versions: dict[str, ServedVersion] = {}
+        self._loading: set[str] = set()
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def get(self, served_id: str) -> ServedVersion | None:
+        """The version if it takes new requests."""
+        served = self._versions.get(served_id)
+        return served if served is not None and served.state is VersionState.LOADED else None
+
+    def held(self) -> list[ServedVersion]:
+        """Every version loaded or draining."""
+        return list(self._versions.values())
+
+    def state_of(self, served_id: str) -> VersionState:
+        if served_id in self._loading:
+            return VersionState.LOADING
+        served = self._versions.get(served_id)
+        return served.state if served is not None else VersionState.UNLOADED
+
+    def in_flight(self, served_id: str) -> int:
+        served = self._versions.get(served_id)
+        return served.in_flight if served is not None else 0
+
+    def stats(self) -> dict[str, EngineStats]:
+        return {served.version_id: served.engine.stats for served in self._versions.values()}
+
+    async def load(self, name: str, version: str, load_engine: EngineBuilder,
+                   registered_sha256: str | None = None) -> ServedVersion:
+        """The version, loaded now if it is not loaded (off the event loop: requests go on being served).
+        `registered_sha256` is the registry's checksum of its weights, which spares hashing them again."""
+        served_id = version_id(name, version)
+        if (loaded := self.get(served_id)) is not None:
+            return loaded
+        if served_id in self._loading or served_id in self._versions:
+            raise APIError(HTTPStatus.CONFLICT, f"{served_id} is {self.state_of(served_id).value}; retry once it "
+                           "is done", code="version_busy")
+        held = [*self._loading, *self._versions]
+        if len(held) >= self._capacity:
+            raise APIError(HTTPStatus.CONFLICT, f"cannot load {served_id}: max_loaded_versions={self._capacity} "
+                           f"are loaded, loading or draining ({', '.join(sorted(held))}); unload one first",
+                           code="too_many_loaded_versions")
+        self._loading.add(served_id)
+        try:
+            served = await self._start(name, version, load_engine, registered_sha256)
+        finally:
+            self._loading.discard(served_id)
+        self._versions[served_id] = served
+        logger.info("%s loaded", served_id)
+        return served
+
+    async def _start(self, name: str, version: str, load_engine: EngineBuilder,
+                     registered_sha256: str | None) -> ServedVersion:
+        engine = await asyncio.to_thread(open_client, load_engine, self._config.max_waiting_requests,
+                                         self._config.request_timeout_s)
+        source = await asyncio.to_thread(answer_source, engine, registered_sha256)
+        if (on_broken := self.on_engine_broken) is not None:
+            engine.notify_when_broken(lambda _: on_broken())
+        tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
+                                             engine.prompt_char_limit)
+        engine.start()
+        return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome)
+
+    def retire(self, served_id: str) -> None:
+        """Route nothing new to the version; it unloads (in the background) once its last request ends."""
+        served = self._versions.get(served_id)
+        if served is None or served.state is not VersionState.LOADED:
+            return
+        task = asyncio.create_task(served.retire())
+        self._retiring.add(task)
+        task.add_done_callback(lambda done: self._retired(served_id, done))
+
+    def _retired(self, served_id: str, task: asyncio.Task[None]) -> None:
+        self._retiring.discard(task)
+        if self._versions.get(served_id) is not None and self._versions[served_id].state is VersionState.UNLOADED:
+            del self._versions[served_id]
+
+    async def wait_until_idle(self, timeout_s: float) -> bool:
+        """Wait until no version has a request in flight; False if `timeout_s` passed first."""
+        waits = [served.wait_until_idle() for served in self._versions.values()]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def num_in_flight(self) -> int:
+        return sum(served.in_flight for served in self._versions.values())
+
+    async def shutdown(self) -> None:
+        for task in list(self._retiring):
+            task.cancel()
+        for served in list(self._versions.values()):
+            await served.close()
