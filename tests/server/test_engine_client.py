@@ -14,7 +14,7 @@ def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
     client = open_client(engine_builder(config), max_waiting_requests=4, request_timeout_s=60)
     engine = client.engine
     assert isinstance(client, EngineClient)
-    assert client.config is config and client.model_path == engine.model_path
+    assert client.config == config.engine_config() and client.model_path == engine.model_path
     assert client.tokenizer is engine.tokenizer and client.max_context_len == engine.max_context_len
     assert client.vocab_size == engine.model_config.vocab_size
     assert client.prompt_char_limit == engine.prompt_char_limit
