@@ -14,14 +14,22 @@ $(PY):
 
 # torch is pinned to the CPU build that lies on this machine's disk when none is installed;
 # a looser range would pull a multi-GB CUDA build.
-$(VENV)/.installed-serve: $(PY) pyproject.toml
+$(VENV)/.installed-torch: $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet torch==2.13.0
+	touch $@
+
+$(VENV)/.installed-serve: $(VENV)/.installed-torch pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed-serve
+# The CPU kernels' build (minutes, once per torch version) starts as soon as torch and ninja are in,
+# so it runs while the rest installs; the tests' own start of it waits on the same lock.
+$(VENV)/.installed-test: $(VENV)/.installed-torch pyproject.toml
+	$(PIP) install --quiet ninja
+	$(PY) -c "from autoglm.kernels.cpu_extension import wait_for_cpu_kernels; wait_for_cpu_kernels(900)" \
+		>$(VENV)/kernel-build.log 2>&1 &
 	$(PIP) install --quiet -e ".[test,clients]"
-	touch $@
+	touch $(VENV)/.installed-serve $@
 
 install: $(VENV)/.installed-serve
 
