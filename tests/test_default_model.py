@@ -12,6 +12,8 @@ from autoglm.cli.main import main
 from autoglm.model_paths import DEFAULT_MODEL_DIR
 from autoglm.perplexity import evaluate_perplexity
 
+pytestmark = pytest.mark.cpu_isa
+
 # A passage from the held-out last tenth of the corpus (The Taming of the Shrew), kept here so
 # the test does not depend on the corpus file being present.
 HELD_OUT = """BIANCA:

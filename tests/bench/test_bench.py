@@ -113,6 +113,7 @@ def test_baseline_batches_are_left_padded():
 
 
 # ---- throughput end to end ------------------------------------------------------------
+@pytest.mark.cpu_isa
 def test_throughput_compares_engine_and_transformers(narrow_model, tmp_path, capsys):
     report_file = tmp_path / "bench.json"
     code = main(["throughput", "--model", str(narrow_model), "--workload", "all", "--num-prompts", "4",
@@ -142,6 +143,7 @@ def test_throughput_compares_engine_and_transformers(narrow_model, tmp_path, cap
     assert "ratio" in table and "transformers" in table
 
 
+@pytest.mark.cpu_isa
 def test_throughput_profile_accounts_for_each_phase(narrow_model, tmp_path, capsys):
     report_file = tmp_path / "bench.json"
     main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "3",
@@ -174,6 +176,7 @@ def test_shared_prefix_requests_share_one_prompt_prefix():
     assert len({tuple(request.prompt_token_ids[1024:]) for request in workload.requests}) == 32
 
 
+@pytest.mark.cpu_isa
 def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_path):
     report_file = tmp_path / "bench.json"
     main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "2",
@@ -183,6 +186,7 @@ def test_throughput_without_baseline_runs_the_engine_alone(narrow_model, tmp_pat
     assert sides["autoglm"]["output_tokens"] == 2 * 4
 
 
+@pytest.mark.cpu_isa
 def test_throughput_draws_tokens_on_both_sides_under_the_sampling_settings(narrow_model, tmp_path, monkeypatch):
     seen = []
     original_generate = GenerationMixin.generate
@@ -213,6 +217,7 @@ def test_throughput_draws_tokens_on_both_sides_under_the_sampling_settings(narro
     assert seen and all(call == {"do_sample": True, "temperature": 0.8, "top_p": 0.9, "top_k": 0} for call in seen)
 
 
+@pytest.mark.cpu_isa
 def test_throughput_records_the_quantization_and_kv_cache_it_ran_with(narrow_model, tmp_path, capsys):
     report_file = tmp_path / "bench.json"
     main(["throughput", "--model", str(narrow_model), "--workload", "fixed", "--num-prompts", "2",
@@ -228,6 +233,7 @@ def test_throughput_records_the_quantization_and_kv_cache_it_ran_with(narrow_mod
     assert "with int4 g32, int4 head weights and kv_cache_dtype int8" in capsys.readouterr().out
 
 
+@pytest.mark.cpu_isa
 def test_throughput_from_the_command_line_shows_each_sides_progress(narrow_model, capsys):
     assert autoglm_main(["bench", "throughput", "--model", str(narrow_model), "--workload", "fixed",
                          "--num-prompts", "2", "--length-scale", QUICK_LENGTH_SCALE]) == 0

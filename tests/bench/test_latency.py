@@ -72,6 +72,7 @@ def test_input_lens_must_be_positive_integers(capsys):
 
 
 # ---- the command ---------------------------------------------------------------------
+@pytest.mark.cpu_isa
 def test_latency_compares_engine_and_transformers(tiny_model, roofline_file, tmp_path, capsys, one_torch_thread):
     report_file = tmp_path / "latency.json"
     assert main(["latency", "--model", str(tiny_model), "--input-lens", "8,16,600", "--num-iters", "2", *TINY_RUN,
@@ -99,6 +100,7 @@ def test_latency_compares_engine_and_transformers(tiny_model, roofline_file, tmp
     assert "skipping input length 600" in out and "ratio" in out and "of bound" in out
 
 
+@pytest.mark.cpu_isa
 def test_latency_without_baseline_runs_the_engine_alone(tiny_model, tmp_path, one_torch_thread):
     report_file = tmp_path / "latency.json"
     main(["latency", "--model", str(tiny_model), "--input-lens", "8", "--num-iters", "1", *TINY_RUN,
@@ -109,6 +111,7 @@ def test_latency_without_baseline_runs_the_engine_alone(tiny_model, tmp_path, on
     assert sides["autoglm"]["profile"] is None
 
 
+@pytest.mark.cpu_isa
 def test_latency_profile_covers_the_timed_requests_only(tiny_model, tmp_path, capsys, one_torch_thread):
     report_file = tmp_path / "latency.json"
     main(["latency", "--model", str(tiny_model), "--input-lens", "8", "--num-iters", "2", *TINY_RUN,
@@ -131,6 +134,7 @@ def test_quantized_weights_are_bounded_by_their_integer_bytes_and_the_head_they_
     assert bounds.fraction(int4) == pytest.approx(1e6 / (8e9 / 680))
 
 
+@pytest.mark.cpu_isa
 @pytest.mark.parametrize("head_flags", [[], ["--quantize-lm-head"]])
 def test_latency_records_the_quantization_and_kv_cache_it_ran_with(tiny_model, roofline_file, tmp_path, capsys,
                                                                    one_torch_thread, head_flags):

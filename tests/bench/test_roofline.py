@@ -136,6 +136,7 @@ def test_a_saved_roofline_loads_back(tmp_path):
 
 
 # ---- the command ---------------------------------------------------------------------
+@pytest.mark.cpu_isa
 def test_roofline_measures_and_bounds_a_model(untied_model, tmp_path, capsys, one_torch_thread):
     path = tmp_path / "roofline.json"
     assert main(["roofline", "--quick", "--model", str(untied_model), "--num-threads", str(one_torch_thread),
@@ -159,6 +160,7 @@ def test_roofline_measures_and_bounds_a_model(untied_model, tmp_path, capsys, on
     assert roofline.linear_paths is not None and f"cpu: {cpu_model()}" in out
 
 
+@pytest.mark.cpu_isa
 def test_roofline_times_every_linear_path_this_cpu_runs_and_names_the_others(tmp_path, capsys, one_torch_thread):
     path = tmp_path / "roofline.json"
     assert main(["roofline", "--quick", "--num-threads", str(one_torch_thread), "--output-json", str(path)]) == 0
@@ -176,6 +178,7 @@ def test_roofline_times_every_linear_path_this_cpu_runs_and_names_the_others(tmp
     assert all(name in out for name in [*runnable, *paths.missing]) and "1 row: GB/s of weights" in out
 
 
+@pytest.mark.cpu_isa
 def test_roofline_without_a_model_reports_only_the_machine(capsys, one_torch_thread):
     assert main(["roofline", "--quick", "--num-threads", str(one_torch_thread)]) == 0
     out = capsys.readouterr().out

@@ -62,9 +62,12 @@ def kernels_built():
     assert wait_for_cpu_kernels(BUILD_WAIT_S) is not None, "the CPU kernels did not build; see the warning logged"
 
 
-@pytest.fixture(params=["as-found", "bfloat16-units-hidden"])
+@pytest.fixture(params=[pytest.param("as-found", marks=pytest.mark.cpu_isa), "bfloat16-units-hidden"])
 def cpu_flags(request, monkeypatch):
-    """The CPU as it is, or as one without bfloat16 matrix units (the engine then computes in float32)."""
+    """The CPU as it is, or as one without bfloat16 matrix units (the engine then computes in float32).
+
+    Only the CPU as it is depends on the CPU the suite runs on, so only it is marked ``cpu_isa``.
+    """
     if request.param == "bfloat16-units-hidden":
         monkeypatch.setenv(platforms.CPU_DISABLE_FLAGS_ENV, "avx512_bf16,amx_bf16")
     platforms._cpu_flags.cache_clear()

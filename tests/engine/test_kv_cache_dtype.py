@@ -118,6 +118,7 @@ def test_a_prompt_scores_the_same_in_one_chunk_and_in_many(case, kv_cache_dtype)
     assert scores[0] == pytest.approx(scores[1], abs=1e-4)
 
 
+@pytest.mark.cpu_isa
 def test_an_8_bit_cache_holds_about_twice_the_tokens_of_a_16_bit_one(tmp_path):
     """Same kv_cache_memory, head_dim 64 in bfloat16: 128 bytes per token and head against 64 + a 4-byte scale."""
     model_dir = make_tiny_checkpoint("llama", tmp_path, head_dim=64)

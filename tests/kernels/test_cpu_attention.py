@@ -14,7 +14,8 @@ from autoglm.attention.layer_kv_cache import LayerKVCache
 from autoglm.attention.torch_backend import TorchAttentionBackend
 from autoglm.attention.metadata import AttentionMetadata
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS), reason="the kernel needs AVX-512")
+pytestmark = [pytest.mark.cpu_isa,
+              pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS), reason="the kernel needs AVX-512")]
 
 
 def decode_metadata(context_lens: list[int], block_size: int, num_blocks: int) -> AttentionMetadata:

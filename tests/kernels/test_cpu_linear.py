@@ -65,6 +65,7 @@ def projections_of(llm: LLM) -> list[torch.nn.Module]:
     return [module for module in llm.engine.runner.model.modules() if hasattr(module, "linear_method")]
 
 
+@pytest.mark.cpu_isa
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, 9, 33])
 @pytest.mark.parametrize("out_features", [1, 7, 64, 131])  # tails of the 4-column blocks too
 def test_kernel_equals_float_sums_of_its_inputs(kernel, rows, out_features):
@@ -73,6 +74,7 @@ def test_kernel_equals_float_sums_of_its_inputs(kernel, rows, out_features):
     assert_matches_reference(kernel, kernel(x, weight), reference(kernel, x, weight))
 
 
+@pytest.mark.cpu_isa
 @pytest.mark.parametrize("rows", [2, 3, 5, 9, 17])
 def test_each_row_is_computed_as_it_would_be_alone(kernel, rows):
     """Bitwise: a speculative verification's rows must get what their decode steps of one row got."""
@@ -82,6 +84,7 @@ def test_each_row_is_computed_as_it_would_be_alone(kernel, rows):
     assert all(torch.equal(together[row], kernel(x[row : row + 1], weight)[0]) for row in range(rows))
 
 
+@pytest.mark.cpu_isa
 def test_kernel_adds_the_bias_and_takes_non_contiguous_activations(kernel):
     weight, bias = bf16_valued(32, 64), torch.randn(32).to(kernel.activation_dtype)
     x = torch.randn(64, 3).t().to(kernel.activation_dtype)
@@ -89,6 +92,7 @@ def test_kernel_adds_the_bias_and_takes_non_contiguous_activations(kernel):
     assert_matches_reference(kernel, kernel(x, weight, bias), reference(kernel, x, weight, bias.float()))
 
 
+@pytest.mark.cpu_isa
 def test_kernel_refuses_what_it_cannot_compute(kernel):
     odd = kernel.k_multiple + kernel.k_multiple // 2
     with pytest.raises(RuntimeError, match=f"multiple of {kernel.k_multiple}"):
@@ -98,6 +102,7 @@ def test_kernel_refuses_what_it_cannot_compute(kernel):
     assert not kernel.reads(bf16_valued(8, odd)) and kernel.reads(bf16_valued(8, 2 * kernel.k_multiple))
 
 
+@pytest.mark.cpu_isa
 def test_the_method_takes_the_kernel_up_to_its_row_limit_only(kernel):
     method = CpuKernelLinearMethod(kernel, FixedRowLimit(MAX_ROWS))
     layer = Linear(64, 16, True, method).to(kernel.activation_dtype)
@@ -154,6 +159,7 @@ def assert_agrees_with_transformers_in_bfloat16(llm: LLM, checkpoint) -> None:
             assert abs(position[token].logprob - expected[step, token]) <= BF16_LOGPROB_TOLERANCE, where
 
 
+@pytest.mark.cpu_isa
 @pytest.mark.parametrize("kernel", BF16_KERNELS, ids=lambda kernel: kernel.name)
 def test_native_bfloat16_through_the_kernel_agrees_with_transformers_in_bfloat16(cpu_kernels, bf16_checkpoint,
                                                                                  kernel):
@@ -165,6 +171,7 @@ def test_native_bfloat16_through_the_kernel_agrees_with_transformers_in_bfloat16
     assert_agrees_with_transformers_in_bfloat16(llm, bf16_checkpoint)
 
 
+@pytest.mark.cpu_isa
 def test_native_bfloat16_through_pytorch_agrees_with_transformers_in_bfloat16(bf16_checkpoint):
     """Computed in bfloat16 by PyTorch alone (in hardware where the CPU has the units, emulated elsewhere)."""
     llm = LLM(model=str(bf16_checkpoint), dtype="bfloat16", cpu_upcast_half=False, cpu_linear_kernel="torch")

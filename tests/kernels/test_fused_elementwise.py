@@ -18,8 +18,9 @@ from tests.models.logit_parity import max_logprob_difference
 from tests.models.test_model_parity import FAMILY_CASES, TOLERANCE
 from tests.tiny_models import make_tiny_checkpoint
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS),
-                                reason=f"the kernel library needs {', '.join(REQUIRED_CPU_FLAGS)}")
+pytestmark = [pytest.mark.cpu_isa,
+              pytest.mark.skipif(not cpu_has_flags(*REQUIRED_CPU_FLAGS),
+                                 reason=f"the kernel library needs {', '.join(REQUIRED_CPU_FLAGS)}")]
 
 DTYPES = [torch.float32, torch.bfloat16]
 ROWS = [1, 3, 17, 80]  # 80 rows of 1031 values are enough to split over threads

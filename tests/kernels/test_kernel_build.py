@@ -16,7 +16,7 @@ from autoglm.kernels import kernel_spec
 from autoglm.kernels.background_build import BackgroundBuild
 from autoglm.kernels.build_lock import LockTimeout, build_lock, lock_holder
 from autoglm.kernels.build_worker import PARTIAL_MARK
-from tests.kernels.fake_kernels import fake_spec
+from tests.kernels.fake_kernels import fake_spec, make_quick
 
 HANG_S = 120  # loose bounds that only catch a hang
 WITH_AUTOGLM = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -162,6 +162,9 @@ def test_a_build_killed_midway_with_its_parent_ends_and_the_next_start_builds(tm
     parent.wait()
     wait_until(lambda: is_gone(child), "the build child ended with its parent")
     assert not spec.library(root).exists() and (root / partial).exists()
+    key = spec.key()
+    make_quick(spec)
+    assert spec.key() == key  # the next start builds the very library the killed one was building
     build = BackgroundBuild(spec, root)
     build.start()
     assert build.wait(HANG_S).answer() == 42

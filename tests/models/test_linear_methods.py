@@ -24,6 +24,8 @@ from autoglm.models.linear_method import (
 from autoglm.models.parameters import StackedRowsWeightLoader
 from tests.tiny_models import make_tiny_checkpoint
 
+pytestmark = pytest.mark.cpu_isa
+
 CPU = torch.device("cpu")
 
 

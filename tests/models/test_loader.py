@@ -26,6 +26,7 @@ def test_sharded_checkpoint_loads(tmp_path: Path) -> None:
     assert max_logprob_difference(model_dir) < 1e-4
 
 
+@pytest.mark.cpu_isa
 def test_bfloat16_is_close_to_float32(llama_dir: Path) -> None:
     model, _ = load_model(llama_dir, torch.bfloat16, CPU)
     assert {parameter.dtype for parameter in model.parameters()} == {torch.bfloat16}

@@ -12,6 +12,8 @@ from autoglm.models.linear_method.int_weight_method import IntKernel, kernel_for
 from autoglm.models.linear_method.int_weights import IntWeightFormat, quantize
 from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
 
+pytestmark = pytest.mark.cpu_isa
+
 ROW_COUNTS = (1, 3, 8, 64, 300)
 IN_FEATURES, OUT_FEATURES = 256, 96
 # float32 activations: the kernels differ from the reference only in summation order over 256 products.

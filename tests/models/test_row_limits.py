@@ -12,6 +12,8 @@ from autoglm.kernels.linear_kernels import BF16_WEIGHT_AVX512
 from autoglm.models.linear_method import MeasuredRowLimit, row_limits
 from autoglm.models.linear_method.row_limits import CANDIDATE_ROWS, measure_row_limit
 
+pytestmark = pytest.mark.cpu_isa
+
 WEIGHT = torch.randn(16, 32)
 KERNEL_WEIGHT = WEIGHT.to(torch.bfloat16)
 

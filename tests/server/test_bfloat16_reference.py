@@ -22,7 +22,7 @@ NUM_NEW_TOKENS = 16
 LOGPROB_TOLERANCE = 0.08
 NEAR_TIE = 0.125  # a top-two gap that two roundings of the logits, each within the tolerance, may close
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.cpu_isa, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,7 @@ def test_server_processes_under_one_name_share_a_redis_entry_only_with_the_same_
     assert same == "hit" and same_choices == first_choices
 
 
+@pytest.mark.cpu_isa
 def test_deployments_of_one_name_share_a_redis_entry_only_when_dtype_and_files_agree(chat_model, tmp_path):
     other_template = shutil.copytree(chat_model, tmp_path / "other-template")
     (other_template / "chat_template.jinja").write_text("{# another template #}" + CHAT_TEMPLATE)

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.timeout(90)
 # Texts holding this word take SLOW_TOKENIZING_S to tokenize, wherever that happens.
 SLOW_WORD = "sloth"
 SLOW_TOKENIZING_S = 4.0
+HELD_TOKENIZING_BOUND_S = 60.0  # a held tokenization waits for its release; this only catches a hang
 # Far above a step's gap between two chunks, far below SLOW_TOKENIZING_S: only a stall passes it.
 MAX_CHUNK_GAP_S = 2.5
 
@@ -27,16 +28,19 @@ def tokenizer_class(server) -> type:
     return type(server.state.engine.engine.tokenizer)
 
 
-def slow_down_tokenizing(server, monkeypatch) -> threading.Event:
-    """Make every copy of the server's tokenizer take SLOW_TOKENIZING_S over a text with SLOW_WORD;
-    the event is set once such a tokenization has begun."""
+def slow_down_tokenizing(server, monkeypatch, release: threading.Event | None = None) -> threading.Event:
+    """Make every copy of the server's tokenizer take SLOW_TOKENIZING_S over a text with SLOW_WORD, or,
+    given ``release``, hold it until that is set; the event returned is set once such a tokenization has begun."""
     cls = tokenizer_class(server)
     encode, started = cls.encode, threading.Event()
 
     def slow_encode(self, text, *args, **kwargs):
         if isinstance(text, str) and SLOW_WORD in text:
             started.set()
-            time.sleep(SLOW_TOKENIZING_S)
+            if release is None:
+                time.sleep(SLOW_TOKENIZING_S)
+            else:
+                release.wait(HELD_TOKENIZING_BOUND_S)
         return encode(self, text, *args, **kwargs)
 
     monkeypatch.setattr(cls, "encode", slow_encode)
@@ -102,12 +106,16 @@ def test_a_slow_tokenization_does_not_stall_the_running_streams(server, monkeypa
 @pytest.mark.parametrize("body", [{"prompt": f"a {SLOW_WORD}"},
                                   {"messages": [{"role": "user", "content": f"a {SLOW_WORD}"}]}])
 def test_health_answers_while_tokenize_runs(server, monkeypatch, body):
-    started = slow_down_tokenizing(server, monkeypatch)
+    release = threading.Event()
+    started = slow_down_tokenizing(server, monkeypatch, release)
     with ThreadPoolExecutor(1) as sender:
         tokenized = sender.submit(httpx.post, server.url + "/tokenize", json=body, timeout=30)
-        assert started.wait(10)
-        assert httpx.get(server.url + "/health", timeout=SLOW_TOKENIZING_S / 2).status_code == 200
-        assert not tokenized.done()
+        try:
+            assert started.wait(10)
+            assert httpx.get(server.url + "/health", timeout=SLOW_TOKENIZING_S / 2).status_code == 200
+            assert not tokenized.done()
+        finally:
+            release.set()
         assert tokenized.result().status_code == 200
 
 

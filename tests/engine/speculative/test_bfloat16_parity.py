@@ -14,8 +14,9 @@ from autoglm.platforms import cpu_has_flags
 from tests.engine.speculative.test_engine_parity import NGRAM, quoting_prompts
 from tests.tiny_models import make_tiny_checkpoint
 
-pytestmark = pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS),
-                                reason="the CPU kernel attention path needs AVX-512 (avx512f, avx512bw)")
+pytestmark = [pytest.mark.cpu_isa,
+              pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS),
+                                 reason="the CPU kernel attention path needs AVX-512 (avx512f, avx512bw)")]
 
 BUILD_WAIT_S = 600  # a bound to catch a hang; the build takes 1-3 minutes where nothing was built before
 # Every step of these tests, plain or verifying, takes the linear kernel: a step of more rows would take
