@@ -15,14 +15,14 @@ import torch
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabled, needs_synchronous_steps
-from autoglm.engine.block_manager import BlockManager, salt_bytes
+from autoglm.engine.sched.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError, RequestsFailedError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
-from autoglm.engine.fair_share import FairSharePolicy
-from autoglm.engine.scheduler import ScheduledBatch, Scheduler
-from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
+from autoglm.engine.sched.fair_share import FairSharePolicy
+from autoglm.engine.sched.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.policies import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.structured_output import GrammarCache

@@ -7,8 +7,8 @@ first, in the order the policy gives (decodes, one token each, before prompt chu
 default); then waiting sequences are admitted in the policy's queue order. When a running
 sequence needs a block and none is free, the policy's victim is preempted: its blocks are
 freed and it is recomputed later. The orders themselves live in
-:mod:`autoglm.engine.scheduler_policy` (and the engine's, between tenants, in
-:mod:`autoglm.engine.fair_share`).
+:mod:`autoglm.engine.sched.policies` (and the engine's, between tenants, in
+:mod:`autoglm.engine.sched.fair_share`).
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.fair_share import FairSharePolicy, tenant_id
-from autoglm.engine.scheduler_policy import PriorityPolicy, SchedulerPolicy
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.fair_share import FairSharePolicy, tenant_id
+from autoglm.engine.sched.policies import PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, SequenceStatus
 
 
