@@ -21,7 +21,8 @@ from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError, RequestsFailedError
 from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
 from autoglm.engine.sched.fair_share import FairSharePolicy
-from autoglm.engine.sched.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sched.policies import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts

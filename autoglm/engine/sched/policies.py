@@ -15,12 +15,10 @@ setting's policy alone would: there is no separate "fair" setting to forget to t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sequence import Sequence
-
-if TYPE_CHECKING:
-    from autoglm.engine.sched.scheduler import ScheduledBatch
 
 PRIORITY_AGING_STEPS = 100
 

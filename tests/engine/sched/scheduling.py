@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from autoglm.engine.sched.block_manager import BlockManager
-from autoglm.engine.sched.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.sampling_params import SamplingParams
 

@@ -11,7 +11,8 @@ import pytest
 from autoglm.engine.sched.block_manager import BlockManager
 from autoglm.engine.sched.fair_share import FairSharePolicy, tenant_id
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.sched.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sched.policies import FcfsPolicy, PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.errors import InvalidRequestError

@@ -6,7 +6,8 @@ from collections import Counter
 import pytest
 
 from autoglm.engine.sched.block_manager import BlockManager
-from autoglm.engine.sched.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sched.policies import FcfsPolicy, PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence
 from autoglm.errors import InvalidRequestError
