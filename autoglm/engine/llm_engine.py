@@ -19,7 +19,8 @@ from autoglm.engine.sched.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError, RequestsFailedError
-from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
+from autoglm.engine.output_processor import take_output, to_position_logprobs
+from autoglm.engine.request_state import CompletionState, RequestState
 from autoglm.engine.sched.fair_share import FairSharePolicy
 from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sched.scheduler import Scheduler
@@ -199,7 +200,7 @@ class LLMEngine:
             metrics=RequestMetrics(arrival_time=arrival),
             completions=[
                 CompletionState(seq, IncrementalDetokenizer(self.tokenizer, token_ids, params),
-                                unsent_logprobs=[] if params.logprobs is not None else None)
+                                logprobs=[] if params.logprobs is not None else None)
                 for seq in seqs
             ],
             pending_children=seqs[1:],
@@ -361,7 +362,7 @@ class LLMEngine:
         suspects = self._restart_running()
         for state in [state for state in self.requests.values() if state.finished]:
             self._forget(state.request_id)
-            if (output := state.take_output()) is not None:
+            if (output := take_output(state)) is not None:
                 self._carried_outputs.append(output)
         if isolated is not None:
             culprits = [isolated]
@@ -496,7 +497,7 @@ class LLMEngine:
         for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens):
             if slots and not seq.is_finished:
                 self.block_manager.release_lookahead(seq)
-        outputs = [output for state in touched.values() if (output := state.take_output()) is not None]
+        outputs = [output for state in touched.values() if (output := take_output(state)) is not None]
         for state in touched.values():
             if state.finished:
                 self._forget(state.request_id)
@@ -524,8 +525,8 @@ class LLMEngine:
         if state.metrics.first_token_time is None:
             state.metrics.first_token_time = now
         state.metrics.last_token_time = now
-        if completion.unsent_logprobs is not None:
-            completion.unsent_logprobs.append(to_position_logprobs(sampled))
+        if completion.logprobs is not None:
+            completion.logprobs.append(to_position_logprobs(sampled))
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
@@ -536,7 +537,8 @@ class LLMEngine:
             self.scheduler.finish(seq)
             if state.finished:
                 state.metrics.finished_time = now
-        completion.unsent_text += completion.detokenizer.take_delta(finished=reason is not None)
+        if text := completion.detokenizer.take_delta(finished=reason is not None):
+            completion.text_pieces.append(text)
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:

@@ -20,7 +20,7 @@ from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
 from autoglm.engine.sequence import TenantTag
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory
-from autoglm.sampling_params import SamplingParams
+from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.server.engine_heartbeat import EngineHeartbeat
 from autoglm.server.request_stream import DeltaObserver, IndexedOutput, RequestStream
 
@@ -124,12 +124,13 @@ class AsyncEngine:
     async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
                        arrival_time: float | None = None, observe: DeltaObserver | None = None,
                        tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]:
-        """Each prompt's deltas, tagged with the prompt's index: what it produced since the last
-        one (one step's worth, or several merged if the caller was slow to ask), until every
-        prompt has finished. The prompts are engine requests ``{request_id}-{index}``
-        (just `request_id` for a single prompt), admitted together so that none runs if one is refused.
+        """Each prompt's outputs in ``params.output_kind``, tagged with the prompt's index, until every
+        prompt has finished: under DELTA what it produced since the last one (one step's worth, or
+        several merged if the caller was slow to ask), under CUMULATIVE everything so far. The prompts
+        are engine requests ``{request_id}-{index}`` (just `request_id` for a single prompt), admitted
+        together so that none runs if one is refused.
 
-        `observe` sees every step's delta as it arrives, before any merging. `tenant` is whom the
+        `observe` sees every step's output as it arrives, before any merging. `tenant` is whom the
         request is served for (see LLMEngine.add_request).
 
         Bad input raises InvalidRequestError and a full queue QueueFullError, both at the first iteration.
@@ -141,7 +142,7 @@ class AsyncEngine:
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time
-        stream = RequestStream(observe)
+        stream = RequestStream(observe, cumulative=params.output_kind is RequestOutputKind.CUMULATIVE)
         self._open_requests.add(request_id)
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed

@@ -1,15 +1,17 @@
 """Streamed deltas: one per engine delta that produced tokens, even while their text is held back;
-and a slow reader's pending output, which stays one merged delta of what it has not read."""
+and a slow reader's pending output, which stays one merged delta of what it has not read (or, for a
+cumulative request, the latest whole output)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput, add_delta
-from autoglm.sampling_params import SamplingParams
+from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.request_stream import RequestStream
 from autoglm.server.streaming import DeltaTracker
@@ -113,3 +115,46 @@ def test_a_reader_that_falls_behind_gets_the_text_it_missed_in_one_output(chat_m
         assert first.outputs[0].text + missed.outputs[0].text == read_promptly[0].outputs[0].text
 
     asyncio.run(scenario())
+
+
+def test_a_stalled_cumulative_reader_holds_only_the_latest_whole_output():
+    async def scenario() -> None:
+        stream = RequestStream(cumulative=True)
+        wholes = [delta("Hi", [5]), delta("Hi there", [5, 6]), delta("Hi there!", [5, 6, 7], finish_reason="stop")]
+        for whole in wholes:
+            stream.put(0, whole)
+        ((index, output),) = await stream.take()
+        assert index == 0 and output is wholes[-1] and output.outputs[0].text == "Hi there!"
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(60)
+def test_the_async_engine_hands_out_cumulative_outputs_that_the_deltas_add_up_to(chat_model):
+    config = AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS)
+    params = SamplingParams(n=2, temperature=1.0, seed=5, max_tokens=12, ignore_eos=True, logprobs=1)
+
+    async def scenario() -> tuple[dict[int, RequestOutput], list[RequestOutput]]:
+        engine = AsyncEngine(LLMEngine(config), max_waiting_requests=4, request_timeout_s=60)
+        engine.start()
+        try:
+            summed: dict[int, RequestOutput] = {}
+            async for index, output in engine.generate("delta", ["Hello world"], params):
+                add_delta(summed, index, output)
+            cumulative = dataclasses.replace(params, output_kind=RequestOutputKind.CUMULATIVE)
+            wholes = [output async for _, output in engine.generate("cumulative", ["Hello world"], cumulative)]
+        finally:
+            await engine.shutdown()
+        return summed, wholes
+
+    summed, wholes = asyncio.run(scenario())
+    for earlier, later in zip(wholes, wholes[1:]):
+        for completion in earlier.outputs:
+            grown = later.outputs[completion.index]
+            assert grown.token_ids[:len(completion.token_ids)] == completion.token_ids
+            assert grown.text.startswith(completion.text)
+    last = wholes[-1]
+    assert last.finished and [c.index for c in last.outputs] == [0, 1]
+    for completion, expected in zip(last.outputs, summed[0].outputs, strict=True):
+        assert (completion.text, completion.token_ids) == (expected.text, expected.token_ids)
+        assert completion.logprobs == expected.logprobs and len(completion.logprobs) == 12
