@@ -17,7 +17,6 @@ from starlette.routing import BaseRoute
 from autoglm import __version__
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.tokenize import check_token_ids
 from autoglm.errors import quote_value
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
@@ -150,7 +149,7 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
-    check_token_ids(body.tokens, served.engine.engine.model_config.vocab_size, "tokens")
+    served.engine.inputs.check_token_ids(body.tokens, "tokens")
     return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))
 
 

@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
-from autoglm.engine.llm_engine import EngineStats, LLMEngine, Prompt
+from autoglm.engine.input_processor import InputProcessor, Prompt
+from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.sequence import TenantTag
+from autoglm.engine.stats import EngineStats
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
@@ -104,6 +106,11 @@ class AsyncEngine:
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)
         await asyncio.to_thread(self.engine.close)
+
+    @property
+    def inputs(self) -> InputProcessor:
+        """The engine's checks of a request, for a route to run before it tokenizes or queues anything."""
+        return self.engine.inputs
 
     @property
     def is_running(self) -> bool:

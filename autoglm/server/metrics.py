@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.server.models.version_ids import split_version_id
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from autoglm.engine.llm_engine import Prompt
+from autoglm.engine.input_processor import Prompt
 from autoglm.errors import InvalidRequestError, quote_value
 
 # The pydantic error type of a field the request model does not declare.

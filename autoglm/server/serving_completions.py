@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.engine.llm_engine import Prompt
+from autoglm.engine.input_processor import Prompt
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.server.logprobs import completion_logprobs, token_decoder
@@ -31,7 +31,7 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
         constraint = requested_constraint(body)
-        params = completion_sampling_params(body, engine.engine.model_config.vocab_size,
+        params = completion_sampling_params(body, engine.inputs.check_params,
                                             state.config.max_sequences_per_request, constraint)
         await compile_grammar(engine.engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)

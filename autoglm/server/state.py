@@ -10,7 +10,8 @@ from http import HTTPStatus
 from fastapi import Request
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.stats import EngineStats
 from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.registry.base import Registry
 from autoglm.server.async_engine import AsyncEngine

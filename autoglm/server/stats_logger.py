@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.stats import EngineStats
 
 logger = logging.getLogger("autoglm.stats")
 

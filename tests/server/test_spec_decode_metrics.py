@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.server.metrics import ServerMetrics
 

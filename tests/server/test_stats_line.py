@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from autoglm.engine.llm_engine import EngineStats
+from autoglm.engine.stats import EngineStats
 from autoglm.server.stats_logger import stats_line
 
 IDLE = EngineStats(num_running=0, num_waiting=0, kv_cache_usage=0.0, kv_cache_dtype="auto",

@@ -9,7 +9,8 @@ from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import EngineStats, LLMEngine
+from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.stats import EngineStats
 from autoglm.server.async_engine import AsyncEngine
 from autoglm.server.errors import APIError
 from autoglm.server.metrics import ServerMetrics
@@ -106,7 +107,7 @@ class VersionPool:
         if (on_broken := self.on_engine_broken) is not None:
             engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
-                                             engine.prompt_char_limit)
+                                             engine.inputs.prompt_char_limit)
         async_engine = AsyncEngine(engine, self._config.max_waiting_requests, self._config.request_timeout_s)
         async_engine.start()
         return ServedVersion(name, version, async_engine, tokenizers, source, self._metrics, self.on_outcome)
