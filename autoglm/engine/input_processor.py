@@ -49,6 +49,12 @@ class InputProcessor:
     def check_token_ids(self, token_ids: list[int], field: str) -> None:
         check_token_ids(token_ids, self.vocab_size, field)
 
+    @staticmethod
+    def check_request_id(request_id: str, open_requests: Container[str]) -> None:
+        """A request id names one open request: its outputs and its abort go to that request alone."""
+        if request_id in open_requests:
+            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
+
     def check_prompt_text(self, text: str) -> None:
         """Refuse text longer than any context could hold before it is tokenized, which would only show that."""
         self.prompt_char_limit.check(text)
@@ -57,8 +63,7 @@ class InputProcessor:
                 open_requests: Container[str]) -> CheckedRequest:
         """``prompt`` tokenized (text in the caller's thread) and the request checked whole; bad input raises
         InvalidRequestError naming what is wrong and what is allowed. ``open_requests``: the ids in use."""
-        if request_id in open_requests:
-            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
+        self.check_request_id(request_id, open_requests)
         self._check_priority(priority)
         text, token_ids = self._tokenize(prompt)
         self.check_params(params)

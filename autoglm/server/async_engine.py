@@ -20,7 +20,7 @@ from autoglm.engine.input_processor import InputProcessor, Prompt
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
-from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.errors import InvalidRequestError
 from autoglm.host_allocator import release_free_memory
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.server.engine_heartbeat import EngineHeartbeat
@@ -144,8 +144,7 @@ class AsyncEngine:
         Leaving the iteration early (the client went away, the task was cancelled) or running past
         request_timeout_s (RequestTimeoutError) aborts the requests, freeing their blocks at the next step.
         """
-        if request_id in self._open_requests:
-            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
+        self.inputs.check_request_id(request_id, self._open_requests)
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time

@@ -10,6 +10,7 @@ import pytest
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.errors import InvalidRequestError
 from autoglm.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput, add_delta
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.server.async_engine import AsyncEngine
@@ -158,3 +159,27 @@ def test_the_async_engine_hands_out_cumulative_outputs_that_the_deltas_add_up_to
     for completion, expected in zip(last.outputs, summed[0].outputs, strict=True):
         assert (completion.text, completion.token_ids) == (expected.text, expected.token_ids)
         assert completion.logprobs == expected.logprobs and len(completion.logprobs) == 12
+
+
+@pytest.mark.timeout(60)
+def test_the_async_engine_refuses_a_request_id_while_a_request_under_it_is_open(chat_model):
+    config = AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS)
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+
+    async def scenario() -> None:
+        engine = AsyncEngine(LLMEngine(config), max_waiting_requests=4, request_timeout_s=60)
+        engine.start()
+        try:
+            first = engine.generate("same", ["Hello world"], params)
+            await anext(first)
+            with pytest.raises(InvalidRequestError, match="request id 'same' is already in use"):
+                await anext(engine.generate("same", ["Hello"], params))
+            async for _, output in first:
+                pass
+            async for _, output in engine.generate("same", ["Hello"], params):  # free again once it ended
+                pass
+            assert output.finished
+        finally:
+            await engine.shutdown()
+
+    asyncio.run(scenario())
