@@ -19,7 +19,7 @@ from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor, Prompt
-from autoglm.engine.output_processor import take_output, to_position_logprobs
+from autoglm.engine.output_processor import take_output
 from autoglm.engine.request_state import CompletionState, RequestState
 from autoglm.engine.sched.fair_share import FairSharePolicy
 from autoglm.engine.sched.batch import ScheduledBatch
@@ -34,7 +34,7 @@ from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_isolation import StepIsolation
-from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
+from autoglm.engine.step_result import SampledToken, StepResult, step_result
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
@@ -392,7 +392,7 @@ class LLMEngine:
             if seq.is_finished:
                 continue
             state = self.requests[seq.request_id]
-            state.prompt_logprobs.extend(to_position_logprobs(e) for e in entries)
+            state.prompt_logprobs.extend(entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
         for seq, drawn in result.sampled.items():
             if seq.is_finished:
@@ -436,7 +436,7 @@ class LLMEngine:
         if seq.needs_prompt_logprobs:
             self.requests[seq.request_id].prompt_logprobs = [None]
 
-    def _append_token(self, state: RequestState, completion: CompletionState, sampled: TokenLogprobs,
+    def _append_token(self, state: RequestState, completion: CompletionState, sampled: SampledToken,
                       now: float) -> None:
         seq, params = completion.seq, state.params
         token_id = sampled.token_id
@@ -446,7 +446,7 @@ class LLMEngine:
             state.metrics.first_token_time = now
         state.metrics.last_token_time = now
         if completion.logprobs is not None:
-            completion.logprobs.append(to_position_logprobs(sampled))
+            completion.logprobs.append(sampled.logprobs)
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)

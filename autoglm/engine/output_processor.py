@@ -1,25 +1,14 @@
 """What a request hands out after a step, in the kind it asked for (see RequestOutputKind).
 
-The engine records each token once, in the shape the caller reads (:func:`to_position_logprobs`);
-the kinds differ only in how much of that record an output carries.
+The engine records each token once, its log-probs in the shape the caller reads (built by
+:func:`~autoglm.engine.step_result.position_logprobs`); the kinds differ only in how much of that
+record an output carries.
 """
 from __future__ import annotations
 
 from autoglm.engine.request_state import CompletionState, RequestState
-from autoglm.engine.step_result import TokenLogprobs
-from autoglm.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
+from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from autoglm.sampling_params import RequestOutputKind
-
-
-def to_position_logprobs(entry: TokenLogprobs) -> PositionLogprobs:
-    """The vLLM shape: {token_id: Logprob} for the actual token and its top-N alternatives.
-
-    Token texts are left for the reader to decode (the server, only for what it sends), not the engine thread.
-    """
-    position = {entry.token_id: Logprob(entry.logprob, entry.rank)}
-    for rank, (token_id, logprob) in enumerate(entry.top, start=1):
-        position.setdefault(token_id, Logprob(logprob, rank))
-    return position
 
 
 def take_output(state: RequestState) -> RequestOutput | None:
