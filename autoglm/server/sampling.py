@@ -1,8 +1,8 @@
 """OpenAI request fields to SamplingParams, with range errors named as the request names them."""
 from __future__ import annotations
 
-from http import HTTPStatus
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 from autoglm.errors import InvalidRequestError, quote_value
