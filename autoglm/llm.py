@@ -8,8 +8,8 @@ from dataclasses import replace
 from tqdm.auto import tqdm
 
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.tokenize import Prompt
+from autoglm.engine.llm_engine import LLMEngine
 from autoglm.errors import InvalidRequestError
 from autoglm.outputs import RequestOutput
 from autoglm.sampling_params import RequestOutputKind, SamplingParams

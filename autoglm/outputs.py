@@ -61,8 +61,8 @@ class CompletionOutput:
 class RequestOutput:
     """What one request produced: with ``RequestOutputKind.DELTA`` only what is new since its last
     output (the completions that advanced, their new tokens, text and log-probs; the prompt's
-    log-probs once, when all are scored), with ``FINAL_ONLY`` everything, once it has finished.
-    ``finished`` once every completion ended."""
+    log-probs once, when all are scored), with ``CUMULATIVE`` everything so far, with ``FINAL_ONLY``
+    everything, once it has finished. ``finished`` once every completion ended."""
 
     request_id: str
     prompt: str | None

@@ -20,9 +20,11 @@ MAX_INT64 = 2**63 - 1
 
 
 class RequestOutputKind(Enum):
-    """When the engine hands out a request's output (vLLM's names). There is no cumulative kind:
-    re-sending the whole history every step would cost quadratic time over a long generation."""
+    """When the engine hands out a request's output, and how much of it (vLLM's names). The default is
+    DELTA, where vLLM's is CUMULATIVE: re-sending the whole output every step costs time in proportion
+    to its length at each step, quadratic over a long generation, so it is asked for by name."""
 
+    CUMULATIVE = "cumulative"  # every step that produced tokens: everything so far
     DELTA = "delta"  # every step that produced tokens: only what is new since the last output
     FINAL_ONLY = "final_only"  # once, when the request has finished: everything
 

@@ -19,18 +19,19 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
+from autoglm.engine.input_processor import InputProcessor
+from autoglm.engine.tokenize import Prompt
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.stats import EngineStats
-from autoglm.engine.tokenize import Prompt, PromptCharLimit
-from autoglm.engine.sequence import TenantTag
-from autoglm.errors import InvalidRequestError, quote_value
-from autoglm.host_allocator import release_free_memory
-from autoglm.sampling_params import SamplingParams
-from autoglm.structured_outputs import StructuredOutputsParams
 from autoglm.engine.heartbeat import EngineHeartbeat
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput, RequestStream
+from autoglm.engine.sequence import TenantTag
+from autoglm.engine.stats import EngineStats
+from autoglm.errors import InvalidRequestError
+from autoglm.host_allocator import release_free_memory
+from autoglm.sampling_params import RequestOutputKind, SamplingParams
+from autoglm.structured_outputs import StructuredOutputsParams
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,11 @@ class AsyncEngine:
         await asyncio.to_thread(self.engine.close)
 
     @property
+    def inputs(self) -> InputProcessor:
+        """The engine's checks of a request, for a route to run before it tokenizes or queues anything."""
+        return self.engine.inputs
+
+    @property
     def is_running(self) -> bool:
         return self._thread.is_alive() and not self._stopping
 
@@ -122,7 +128,7 @@ class AsyncEngine:
         return len(self._open_requests)
 
     @property
-    def config(self) -> AutoGLMConfig:
+    def config(self) -> EngineConfig:
         return self.engine.config
 
     @property
@@ -136,14 +142,6 @@ class AsyncEngine:
     @property
     def max_context_len(self) -> int:
         return self.engine.max_context_len
-
-    @property
-    def vocab_size(self) -> int:
-        return self.engine.model_config.vocab_size
-
-    @property
-    def prompt_char_limit(self) -> PromptCharLimit:
-        return self.engine.prompt_char_limit
 
     @property
     def dtype(self) -> torch.dtype:
@@ -177,24 +175,24 @@ class AsyncEngine:
     async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
                        arrival_time: float | None = None, observe: DeltaObserver | None = None,
                        tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]:
-        """Each prompt's deltas, tagged with the prompt's index: what it produced since the last
-        one (one step's worth, or several merged if the caller was slow to ask), until every
-        prompt has finished. The prompts are engine requests ``{request_id}-{index}``
-        (just `request_id` for a single prompt), admitted together so that none runs if one is refused.
+        """Each prompt's outputs in ``params.output_kind``, tagged with the prompt's index, until every
+        prompt has finished: under DELTA what it produced since the last one (one step's worth, or
+        several merged if the caller was slow to ask), under CUMULATIVE everything so far. The prompts
+        are engine requests ``{request_id}-{index}`` (just `request_id` for a single prompt), admitted
+        together so that none runs if one is refused.
 
-        `observe` sees every step's delta as it arrives, before any merging. `tenant` is whom the
+        `observe` sees every step's output as it arrives, before any merging. `tenant` is whom the
         request is served for (see LLMEngine.add_request).
 
         Bad input raises InvalidRequestError and a full queue QueueFullError, both at the first iteration.
         Leaving the iteration early (the client went away, the task was cancelled) or running past
         request_timeout_s (RequestTimeoutError) aborts the requests, freeing their blocks at the next step.
         """
-        if request_id in self._open_requests:
-            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
+        self.inputs.check_request_id(request_id, self._open_requests)
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time
-        stream = RequestStream(observe)
+        stream = RequestStream(observe, cumulative=params.output_kind is RequestOutputKind.CUMULATIVE)
         self._open_requests.add(request_id)
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed

@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 
 from autoglm.engine.plan_builder import PlannedStep
-from autoglm.engine.scheduler import ScheduledBatch
+from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sequence import Sequence
 from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.sampling_params import SamplingParams

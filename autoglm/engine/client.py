@@ -19,12 +19,13 @@ from autoglm.config import AutoGLMConfig, EngineConfig
 from autoglm.engine.async_engine import AsyncEngine
 from autoglm.engine.errors import EngineBrokenError
 from autoglm.engine.heartbeat import EngineHeartbeat
+from autoglm.engine.input_processor import InputProcessor
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.native_memory import bound_onednn_primitive_cache
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput
 from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
-from autoglm.engine.tokenize import Prompt, PromptCharLimit
+from autoglm.engine.tokenize import Prompt
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -52,10 +53,7 @@ class EngineClient(Protocol):
     def max_context_len(self) -> int: ...
 
     @property
-    def vocab_size(self) -> int: ...
-
-    @property
-    def prompt_char_limit(self) -> PromptCharLimit: ...
+    def inputs(self) -> InputProcessor: ...  # every check of a request, the engine's own
 
     @property
     def dtype(self) -> torch.dtype: ...  # what weights and KV are computed in

@@ -14,26 +14,28 @@ import torch
 
 from autoglm.config import EngineConfig
 from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabled, needs_synchronous_steps
-from autoglm.engine.block_manager import BlockManager, salt_bytes
+from autoglm.engine.sched.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
-from autoglm.engine.errors import ContextLengthExceededError, EngineBrokenError, RequestsFailedError
-from autoglm.engine.request_state import CompletionState, RequestState, to_position_logprobs
-from autoglm.engine.fair_share import FairSharePolicy
-from autoglm.engine.scheduler import ScheduledBatch, Scheduler
-from autoglm.engine.scheduler_policy import SCHEDULING_POLICIES
+from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
+from autoglm.engine.input_processor import InputProcessor
+from autoglm.engine.tokenize import Prompt
+from autoglm.engine.output_processor import take_output
+from autoglm.engine.request_state import CompletionState, RequestState
+from autoglm.engine.sched.fair_share import FairSharePolicy
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
+from autoglm.engine.sched.policies import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
 from autoglm.engine.structured_output import GrammarCache
 from autoglm.engine.speculative.build import build_proposer
 from autoglm.engine.speculative.metrics import SpecDecodeStats
+from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_isolation import StepIsolation
-from autoglm.engine.step_result import StepResult, TokenLogprobs, step_result
-from autoglm.engine.stats import EngineStats
-from autoglm.engine.tokenize import Prompt, PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
-from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.engine.step_result import SampledToken, StepResult, step_result
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
@@ -53,7 +55,6 @@ class LLMEngine:
         self.device = parts.device
         self.dtype = parts.dtype  # what weights and KV are computed in (see platforms.compute_dtype)
         self.max_context_len = parts.max_context_len
-        self.prompt_char_limit = PromptCharLimit.of(self.tokenizer, self.max_context_len)
         self.eos_token_ids = parts.eos_token_ids
         self.runner = parts.runner
         self.linear_methods = parts.linear_methods
@@ -67,6 +68,8 @@ class LLMEngine:
             enable_prefix_caching=config.cache.enable_prefix_caching,
             reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
         )
+        self.inputs = InputProcessor(self.tokenizer, self.model_config.vocab_size, self.max_context_len,
+                                     self.block_manager, config.scheduler.max_abs_priority)
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
@@ -140,24 +143,15 @@ class LLMEngine:
 
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None) -> None:
-        """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed.
+        """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed
+        (see :mod:`autoglm.engine.input_processor`).
 
         ``tenant`` is whom it is served for: its share of the engine among tenants, and the prefix
         cache it sees (None: the one implicit tenant, with the unsalted cache).
         """
         params = params or SamplingParams()
-        if request_id in self.requests:
-            raise InvalidRequestError(f"request id {quote_value(request_id)} is already in use")
-        self._check_priority(priority)
-        prompt_text, token_ids = self._tokenize(prompt)
-        params.check_vocab(self.model_config.vocab_size)
-        max_tokens = self._resolve_max_tokens(len(token_ids), params)
-        blocks = self.block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
-        if blocks > self.block_manager.num_blocks:
-            raise InvalidRequestError(
-                f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
-                f"cache holds only {self.block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
-            )
+        checked = self.inputs.process(request_id, prompt, params, priority, self.requests)
+        token_ids, max_tokens = checked.token_ids, checked.max_tokens
         constraint = params.structured_outputs  # compiled by new_state below, a cache hit if the server did it
         arrival = time.time() if arrival_time is None else arrival_time
         cache_salt = b"" if tenant is None else salt_bytes(tenant.salt)
@@ -170,11 +164,11 @@ class LLMEngine:
                 grammar=None if constraint is None else self.grammars.new_state(constraint),
             ))
         state = RequestState(
-            request_id=request_id, prompt=prompt_text, prompt_token_ids=list(token_ids), params=params,
+            request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=params,
             metrics=RequestMetrics(arrival_time=arrival),
             completions=[
                 CompletionState(seq, IncrementalDetokenizer(self.tokenizer, token_ids, params),
-                                unsent_logprobs=[] if params.logprobs is not None else None)
+                                logprobs=[] if params.logprobs is not None else None)
                 for seq in seqs
             ],
             pending_children=seqs[1:],
@@ -186,53 +180,6 @@ class LLMEngine:
         self.scheduler.add(seqs[0])
         self.prompt_tokens_total += len(token_ids)
         self._idle_at_masks_done = None
-
-    def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
-        """The prompt's text (None if it came as bare ids) and its checked token ids; text is
-        tokenized here, in the caller's thread, unless it is longer than any context could hold."""
-        text: str | None = None
-        if isinstance(prompt, str):
-            self.prompt_char_limit.check(prompt)
-            text, token_ids = prompt, encode_text(self.tokenizer, prompt)
-        elif isinstance(prompt, TokenizedPrompt):
-            text, token_ids = prompt.text, prompt.token_ids
-        else:
-            token_ids = prompt
-        if not (isinstance(token_ids, (list, tuple)) and all(isinstance(t, int) for t in token_ids)):
-            raise InvalidRequestError("prompt must be a string or a list of token ids")
-        token_ids = list(token_ids)
-        if not token_ids:
-            raise InvalidRequestError("prompt is empty; give at least one token")
-        check_token_ids(token_ids, self.model_config.vocab_size, "prompt")
-        return text, token_ids
-
-    def _check_priority(self, priority: int) -> None:
-        """A bounded priority: aging lifts a waiting request by one level per aging period, so an
-        unbounded one would let a single client run ahead of every other for good."""
-        bound = self.config.scheduler.max_abs_priority
-        if not -bound <= priority <= bound:
-            raise InvalidRequestError(
-                f"priority must be in [-{bound}, {bound}] (the max_abs_priority setting), "
-                f"got {quote_value(priority)}",
-                param="priority",
-            )
-
-    def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
-        limit = self.max_context_len
-        if num_prompt_tokens >= limit:
-            raise ContextLengthExceededError(
-                f"the prompt has {num_prompt_tokens} tokens but this model's maximum context length is "
-                f"{limit} tokens, which leaves no room to generate"
-            )
-        if params.max_tokens is None:
-            return limit - num_prompt_tokens
-        if num_prompt_tokens + params.max_tokens > limit:
-            raise ContextLengthExceededError(
-                f"this model's maximum context length is {limit} tokens; however, you requested "
-                f"{num_prompt_tokens + params.max_tokens} tokens ({num_prompt_tokens} in the prompt, "
-                f"{params.max_tokens} in max_tokens); reduce the prompt or max_tokens"
-            )
-        return params.max_tokens
 
     def _sequence_seed(self, params: SamplingParams, index: int) -> int:
         """The seed of a completion's draws: ``seed + index`` for a seeded request (n > 1 completions
@@ -336,7 +283,7 @@ class LLMEngine:
         suspects = self._restart_running()
         for state in [state for state in self.requests.values() if state.finished]:
             self._forget(state.request_id)
-            if (output := state.take_output()) is not None:
+            if (output := take_output(state)) is not None:
                 self._carried_outputs.append(output)
         if isolated is not None:
             culprits = [isolated]
@@ -446,7 +393,7 @@ class LLMEngine:
             if seq.is_finished:
                 continue
             state = self.requests[seq.request_id]
-            state.prompt_logprobs.extend(to_position_logprobs(e) for e in entries)
+            state.prompt_logprobs.extend(entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
         for seq, drawn in result.sampled.items():
             if seq.is_finished:
@@ -471,7 +418,7 @@ class LLMEngine:
         for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens):
             if slots and not seq.is_finished:
                 self.block_manager.release_lookahead(seq)
-        outputs = [output for state in touched.values() if (output := state.take_output()) is not None]
+        outputs = [output for state in touched.values() if (output := take_output(state)) is not None]
         for state in touched.values():
             if state.finished:
                 self._forget(state.request_id)
@@ -490,7 +437,7 @@ class LLMEngine:
         if seq.needs_prompt_logprobs:
             self.requests[seq.request_id].prompt_logprobs = [None]
 
-    def _append_token(self, state: RequestState, completion: CompletionState, sampled: TokenLogprobs,
+    def _append_token(self, state: RequestState, completion: CompletionState, sampled: SampledToken,
                       now: float) -> None:
         seq, params = completion.seq, state.params
         token_id = sampled.token_id
@@ -499,8 +446,8 @@ class LLMEngine:
         if state.metrics.first_token_time is None:
             state.metrics.first_token_time = now
         state.metrics.last_token_time = now
-        if completion.unsent_logprobs is not None:
-            completion.unsent_logprobs.append(to_position_logprobs(sampled))
+        if completion.logprobs is not None:
+            completion.logprobs.append(sampled.logprobs)
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
@@ -511,7 +458,8 @@ class LLMEngine:
             self.scheduler.finish(seq)
             if state.finished:
                 state.metrics.finished_time = now
-        completion.unsent_text += completion.detokenizer.take_delta(finished=reason is not None)
+        if text := completion.detokenizer.take_delta(finished=reason is not None):
+            completion.text_pieces.append(text)
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:

@@ -1,35 +1,24 @@
-"""Per-request bookkeeping between the engine step and the user: text, logprobs, stops, outputs."""
+"""Per-request bookkeeping between the engine step and the user: text, logprobs, stops, what was sent."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.sequence import Sequence
-from autoglm.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestMetrics, RequestOutput
-from autoglm.engine.step_result import TokenLogprobs
-from autoglm.sampling_params import RequestOutputKind, SamplingParams
-
-
-def to_position_logprobs(entry: TokenLogprobs) -> PositionLogprobs:
-    """The vLLM shape: {token_id: Logprob} for the actual token and its top-N alternatives.
-
-    Token texts are left for the reader to decode (the server, only for what it sends), not the engine thread.
-    """
-    position = {entry.token_id: Logprob(entry.logprob, entry.rank)}
-    for rank, (token_id, logprob) in enumerate(entry.top, start=1):
-        position.setdefault(token_id, Logprob(logprob, rank))
-    return position
+from autoglm.outputs import PositionLogprobs, RequestMetrics
+from autoglm.sampling_params import SamplingParams
 
 
 @dataclass
 class CompletionState:
-    """One of the request's n completions, and what of it has not been handed out yet."""
+    """One of the request's n completions: everything it produced, and how much of that was handed out."""
 
     seq: Sequence
     detokenizer: IncrementalDetokenizer
-    unsent_text: str = ""
-    unsent_logprobs: list[PositionLogprobs] | None = None  # None: the request asked for no log-probs
+    text_pieces: list[str] = field(default_factory=list)  # joined only when handed out
+    logprobs: list[PositionLogprobs] | None = None  # None: the request asked for no log-probs
     num_tokens_sent: int = 0
+    num_text_pieces_sent: int = 0
     cumulative_logprob: float = 0.0
     finish_reason: str | None = None
     stop_reason: str | int | None = None
@@ -38,22 +27,9 @@ class CompletionState:
     def has_unsent_tokens(self) -> bool:
         return self.seq.num_output_tokens > self.num_tokens_sent
 
-    def take_output(self) -> CompletionOutput:
-        """What it produced since the last call; only the new tokens are copied."""
-        first_unsent = self.seq.num_prompt_tokens + self.num_tokens_sent
-        output = CompletionOutput(
-            index=self.seq.index,
-            text=self.unsent_text,
-            token_ids=self.seq.token_ids[first_unsent:],
-            cumulative_logprob=self.cumulative_logprob if self.unsent_logprobs is not None else None,
-            logprobs=self.unsent_logprobs,
-            finish_reason=self.finish_reason,
-            stop_reason=self.stop_reason,
-        )
-        self.unsent_text = ""
-        self.unsent_logprobs = [] if self.unsent_logprobs is not None else None
+    def mark_sent(self) -> None:
         self.num_tokens_sent = self.seq.num_output_tokens
-        return output
+        self.num_text_pieces_sent = len(self.text_pieces)
 
 
 @dataclass
@@ -76,30 +52,7 @@ class RequestState:
     def num_cached_tokens(self) -> int:
         return self.completions[0].seq.num_cached_tokens
 
-    def take_output(self) -> RequestOutput | None:
-        """What the request's output kind hands out now, or None: the completions with new tokens
-        and, once every prompt position is scored, the prompt's log-probs."""
-        if self.params.output_kind is RequestOutputKind.FINAL_ONLY and not self.finished:
-            return None
-        completions = [c.take_output() for c in self.completions if c.has_unsent_tokens]
-        prompt_logprobs = self._take_prompt_logprobs()
-        if not completions and prompt_logprobs is None:
-            return None
-        return RequestOutput(
-            request_id=self.request_id,
-            prompt=self.prompt,
-            prompt_token_ids=self.prompt_token_ids,
-            outputs=completions,
-            finished=self.finished,
-            metrics=self.metrics,
-            prompt_logprobs=prompt_logprobs,
-            num_cached_tokens=self.num_cached_tokens,
-        )
-
-    def _take_prompt_logprobs(self) -> list[PositionLogprobs | None] | None:
-        """Sent once, whole: a preemption may still restart an incomplete list."""
-        scored = self.prompt_logprobs
-        if self.prompt_logprobs_sent or scored is None or len(scored) < len(self.prompt_token_ids):
-            return None
-        self.prompt_logprobs_sent = True
-        return scored
+    @property
+    def prompt_logprobs_ready(self) -> bool:
+        """Every prompt position is scored: a preemption may still restart an incomplete list."""
+        return self.prompt_logprobs is not None and len(self.prompt_logprobs) >= len(self.prompt_token_ids)

@@ -18,7 +18,7 @@ PENDING_TOKEN = -1  # a token sampled by a step in flight, its id not yet read b
 @dataclass(frozen=True)
 class TenantTag:
     """Whom a request is served for: the tenant's id, its weight in the fair share between
-    tenants (see :class:`~autoglm.engine.fair_share.FairSharePolicy`), and the salt of the
+    tenants (see :class:`~autoglm.engine.sched.fair_share.FairSharePolicy`), and the salt of the
     prefix cache it sees: tenants share cached blocks only under the same ``cache_salt``; None
     gives the tenant a cache of its own, which no ``cache_salt`` can name."""
 

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.setup import EngineParts, collect_eos_token_ids
 from autoglm.model_paths import DEFAULT_MODEL_DIR

@@ -294,6 +294,16 @@ def test_priorities_outside_max_abs_priority_are_refused_offline(llm):
     assert len(llm.generate(["Hi"], params, priority=[-1000], use_tqdm=False)[0].outputs[0].token_ids) == 1
 
 
+def test_a_request_id_in_use_is_refused_and_the_request_under_it_runs_on(llm):
+    engine = llm.engine
+    engine.add_request("same", [5, 6, 7], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True))
+    with pytest.raises(InvalidRequestError, match="request id 'same' is already in use"):
+        engine.add_request("same", [8, 9], SamplingParams(max_tokens=1))
+    (output,) = drain(engine).values()
+    assert output.prompt_token_ids == [5, 6, 7] and len(output.outputs[0].token_ids) == 3
+    assert_idle(llm)
+
+
 @pytest.mark.parametrize("bad", [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(top_k=-2),
                                  dict(min_p=1.5), dict(repetition_penalty=0), dict(logprobs=21), dict(n=0)])
 def test_out_of_range_sampling_values_name_the_parameter(bad):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoglm.engine import llm_engine
+from autoglm.engine import input_processor
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
@@ -18,7 +18,7 @@ def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_, **__) -> list[int]:
         raise AssertionError("the engine tokenized a prompt")
 
-    monkeypatch.setattr(llm_engine, "encode_text", refuse)
+    monkeypatch.setattr(input_processor, "encode_text", refuse)
 
 
 def run_to_end(engine) -> RequestOutput:
@@ -53,7 +53,7 @@ def test_a_tokenized_prompts_ids_are_still_checked(monkeypatch):
 def test_text_longer_than_the_context_could_hold_is_refused_before_it_is_tokenized(monkeypatch):
     engine = scripted_engine(num_blocks=64, max_context_len=64)
     forbid_tokenizing(monkeypatch)
-    limit = engine.prompt_char_limit
+    limit = engine.inputs.prompt_char_limit
     assert limit.max_chars == 64 * limit.chars_per_token
     with pytest.raises(ContextLengthExceededError, match=f"at most {limit.max_chars} characters"):
         engine.add_request("r", "x" * (limit.max_chars + 1))

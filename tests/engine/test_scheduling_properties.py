@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoglm.engine.fair_share import tenant_id
+from autoglm.engine.sched.fair_share import tenant_id
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.sequence import SequenceStatus, TenantTag
 from autoglm.outputs import RequestOutput, add_delta

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from autoglm import LLM, SamplingParams
-from autoglm.engine.scheduler import ScheduledBatch
+from autoglm.engine.sched.batch import ScheduledBatch
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import make_tiny_checkpoint
 

@@ -16,8 +16,7 @@ def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
     assert isinstance(client, EngineClient)
     assert client.config == config.engine_config() and client.model_path == engine.model_path
     assert client.tokenizer is engine.tokenizer and client.max_context_len == engine.max_context_len
-    assert client.vocab_size == engine.model_config.vocab_size
-    assert client.prompt_char_limit == engine.prompt_char_limit
+    assert client.inputs is engine.inputs
     assert client.linear_methods == f"{engine.linear_methods.layers.describe()}; {engine.linear_methods.lm_head.describe()}"
     params = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
 

@@ -4,10 +4,12 @@ nested too deep, tool results that name no call."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import httpx
 import pytest
 
+from autoglm.sampling_params import SamplingParams
 from autoglm.server.openai.errors import APIError
 from autoglm.server.http.json_nesting import MAX_JSON_DEPTH
 from autoglm.server.openai.protocol import ChatCompletionRequest
@@ -16,6 +18,7 @@ from autoglm.server.openai.sampling import chat_sampling_params
 pytestmark = pytest.mark.timeout(60)
 
 TINY_VOCAB = 320  # tests/tiny_models.py
+CHECK_PARAMS = partial(SamplingParams.check_vocab, vocab_size=TINY_VOCAB)  # the engine's check for that vocabulary
 
 
 def post_json(server, path: str, body: dict) -> httpx.Response:
@@ -86,9 +89,9 @@ def test_a_request_past_max_sequences_per_request_is_refused_naming_the_cap(serv
 
 def test_chat_n_counts_against_the_cap():
     request = ChatCompletionRequest(messages=[{"role": "user", "content": "Hi"}], n=8)
-    assert chat_sampling_params(request, TINY_VOCAB, max_sequences=8, constraint=None).n == 8
+    assert chat_sampling_params(request, CHECK_PARAMS, max_sequences=8, constraint=None).n == 8
     with pytest.raises(APIError) as caught:
-        chat_sampling_params(request, TINY_VOCAB, max_sequences=4, constraint=None)
+        chat_sampling_params(request, CHECK_PARAMS, max_sequences=4, constraint=None)
     assert caught.value.status == 400 and caught.value.body.error.param == "n"
     assert "would create 8 sequences (1 prompt x n=8)" in caught.value.body.error.message
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from functools import partial
 
 import pytest
 
 from autoglm.errors import InvalidRequestError
+from autoglm.sampling_params import SamplingParams
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar, requested_constraint
 from autoglm.server.openai.protocol import ChatCompletionRequest, CompletionRequest
@@ -15,6 +17,7 @@ from autoglm.structured_outputs import StructuredOutputsParams
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 VOCAB = 512
+CHECK_PARAMS = partial(SamplingParams.check_vocab, vocab_size=VOCAB)  # the engine's check for that vocabulary
 
 
 def completion(**fields: object) -> CompletionRequest:
@@ -83,9 +86,9 @@ def test_a_bad_constraint_is_a_400_naming_the_field_the_request_used(fields, par
 
 def test_the_constraint_reaches_the_sampling_params_of_both_endpoints():
     constraint = OutputConstraint(StructuredOutputsParams(regex="[a-z]"), "guided_regex")
-    assert chat_sampling_params(chat(), VOCAB, 1, constraint).structured_outputs == constraint.params
-    assert completion_sampling_params(completion(), VOCAB, 1, constraint).structured_outputs == constraint.params
-    assert chat_sampling_params(chat(), VOCAB, 1, None).structured_outputs is None
+    assert chat_sampling_params(chat(), CHECK_PARAMS, 1, constraint).structured_outputs == constraint.params
+    assert completion_sampling_params(completion(), CHECK_PARAMS, 1, constraint).structured_outputs == constraint.params
+    assert chat_sampling_params(chat(), CHECK_PARAMS, 1, None).structured_outputs is None
 
 
 class RefusingEngine:

@@ -83,7 +83,7 @@ def test_a_prompt_no_context_could_hold_is_refused_untokenized_and_the_streams_g
     slow_down_steps(server, monkeypatch, step_s=0.03)
     tokenized_lengths = record_tokenized_lengths(server, monkeypatch)
     huge = "the quick brown fox " * 95_000  # 1.9 million characters: a body under 2 MB
-    max_chars = server.state.engine.engine.prompt_char_limit.max_chars
+    max_chars = server.state.engine.engine.inputs.prompt_char_limit.max_chars
     gaps, refused = chunk_gaps_while(server, lambda: httpx.post(
         server.url + "/v1/completions", json={"prompt": huge, "max_tokens": 2}, timeout=30))
     assert refused.status_code == 400
@@ -121,7 +121,7 @@ def test_health_answers_while_tokenize_runs(server, monkeypatch, body):
 
 def test_tokenize_refuses_text_no_context_could_hold(server, monkeypatch):
     tokenized_lengths = record_tokenized_lengths(server, monkeypatch)
-    max_chars = server.state.engine.engine.prompt_char_limit.max_chars
+    max_chars = server.state.engine.engine.inputs.prompt_char_limit.max_chars
     response = httpx.post(server.url + "/tokenize", json={"prompt": "x" * (max_chars + 1)}, timeout=30)
     assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
     assert tokenized_lengths == []

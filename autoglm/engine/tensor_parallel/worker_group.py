@@ -33,6 +33,9 @@ JOIN_POLL_S = 0.2
 
 BrokenListener = Callable[[EngineBrokenError], None]
 
+# The open group this process is rank 0 of: torch.distributed holds one group per process.
+_member: WorkerGroup | None = None
+
 
 class WorkerGroup:
     """The worker processes of ranks 1..N-1, with this process as rank 0."""
@@ -52,7 +55,13 @@ class WorkerGroup:
 
     @classmethod
     def start(cls, config: EngineConfig, settings: GroupSettings) -> WorkerGroup:
-        """Spawn the workers and join the group with them; returns once every rank has joined."""
+        """Spawn the workers and join the group with them; returns once every rank has joined. An engine
+        already running in this process is closed first: one tensor-parallel engine runs per process,
+        so a new one replaces the one before it (``llm = LLM(...)`` in a loop), which cannot step again."""
+        global _member
+        if _member is not None:
+            logger.info("a new tensor-parallel engine replaces the one before it in this process; that one is closed")
+            _member.close(replaced=True)
         context = multiprocessing.get_context("spawn")
         processes, lifelines = [], []
         for rank in range(1, settings.world_size):
@@ -70,6 +79,7 @@ class WorkerGroup:
             group.close()
             raise
         group._watcher.start()
+        _member = group
         logger.info("tensor parallelism: %d ranks joined over %s (worker pids %s)", settings.world_size,
                     settings.backend, ", ".join(str(process.pid) for process in processes))
         return group
@@ -130,14 +140,21 @@ class WorkerGroup:
         assert self._broken is not None
         return EngineBrokenError(self._broken)
 
-    def close(self) -> None:
-        """Stop every worker (those that will not stop are killed) and leave the group; idempotent."""
+    def close(self, replaced: bool = False) -> None:
+        """Stop every worker (those that will not stop are killed) and leave the group, if it joined one;
+        idempotent. Later steps raise EngineBrokenError; ``replaced``: a newer engine took the process's
+        group, which the listeners hear of as a break."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
+            healthy = self._broken is None
+            listeners = list(self._listeners) if replaced and healthy else []
+            if healthy:
+                self._broken = ("closed: a newer tensor-parallel engine in this process replaced it" if replaced
+                                else "closed") + "; the engine cannot step again"
         self._wake_watcher.send(None)
-        if self._ready and self._broken is None and self._dead_worker() is None:
+        if self._ready and healthy and self._dead_worker() is None:
             try:
                 self._channel.send_stop()
             except RuntimeError as error:  # a worker died this moment; it is killed below anyway
@@ -152,7 +169,13 @@ class WorkerGroup:
                 process.kill()
                 process.join()
         set_communication_timer(None)
-        leave_group()
+        if self._channel is not None:  # a start that failed before joining leaves another engine's group alone
+            leave_group()
+        global _member
+        if _member is self:
+            _member = None
+        for listener in listeners:
+            listener(EngineBrokenError(self._broken))
 
     def _watch(self) -> None:
         """Wait for a worker to exit, or for close to say the exits are expected."""

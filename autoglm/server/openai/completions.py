@@ -42,7 +42,7 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
         constraint = requested_constraint(body)
-        params = completion_sampling_params(body, engine.vocab_size,
+        params = completion_sampling_params(body, engine.inputs.check_params,
                                             state.config.max_sequences_per_request, constraint)
         await compile_grammar(engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)

@@ -1,6 +1,7 @@
 """OpenAI request fields to SamplingParams, with range errors named as the request names them."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -10,6 +11,9 @@ from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.output_constraints import OutputConstraint
 from autoglm.server.openai.protocol import ChatCompletionRequest, CompletionRequest, GenerationRequest
 
+# The engine's check of parameters against its model (the vocabulary), raising InvalidRequestError.
+ParamsCheck = Callable[[SamplingParams], None]
+
 # Request fields that carry over to SamplingParams under the same name when given.
 _SHARED_FIELDS = (
     "n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
@@ -18,7 +22,7 @@ _SHARED_FIELDS = (
 )
 
 
-def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_sequences: int,
+def completion_sampling_params(request: CompletionRequest, check_params: ParamsCheck, max_sequences: int,
                                constraint: OutputConstraint | None) -> SamplingParams:
     """``logprobs: N`` asks for N alternatives per token; with ``echo`` the prompt's too. `constraint`
     is what the output must match (from ``requested_constraint``).
@@ -38,7 +42,7 @@ def completion_sampling_params(request: CompletionRequest, vocab_size: int, max_
     prompt_logprobs = request.logprobs if request.echo else None
     request_names = {"prompt_logprobs": "logprobs", "n": "best_of" if best_of > request.n else "n"}
     return _build(request, {"n": best_of, "max_tokens": request.max_tokens, "logprobs": logprobs,
-                            "prompt_logprobs": prompt_logprobs}, request_names, vocab_size, constraint)
+                            "prompt_logprobs": prompt_logprobs}, request_names, check_params, constraint)
 
 
 def num_candidates(request: CompletionRequest) -> int:
@@ -46,7 +50,7 @@ def num_candidates(request: CompletionRequest) -> int:
     return request.n if request.best_of is None else request.best_of
 
 
-def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_sequences: int,
+def chat_sampling_params(request: ChatCompletionRequest, check_params: ParamsCheck, max_sequences: int,
                          constraint: OutputConstraint | None) -> SamplingParams:
     """``logprobs: true`` turns log-probs on; ``top_logprobs: N`` adds N alternatives per token. `constraint`
     is what the output must match (from ``requested_constraint``)."""
@@ -60,7 +64,7 @@ def chat_sampling_params(request: ChatCompletionRequest, vocab_size: int, max_se
     request_names = {"logprobs": "top_logprobs"}
     if use_completion_tokens:
         request_names["max_tokens"] = "max_completion_tokens"
-    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, vocab_size, constraint)
+    return _build(request, {"max_tokens": max_tokens, "logprobs": logprobs}, request_names, check_params, constraint)
 
 
 def _check_sequence_count(num_prompts: int, per_prompt: int, per_prompt_name: str, max_sequences: int) -> None:
@@ -77,14 +81,15 @@ def _check_sequence_count(num_prompts: int, per_prompt: int, per_prompt_name: st
 
 
 def _build(request: GenerationRequest, specific: dict[str, Any], request_names: dict[str, str],
-           vocab_size: int, constraint: OutputConstraint | None) -> SamplingParams:
-    """SamplingParams from the shared fields plus `specific`; a bad value is a 400 naming its field."""
+           check_params: ParamsCheck, constraint: OutputConstraint | None) -> SamplingParams:
+    """SamplingParams from the shared fields plus `specific`, checked against the model by `check_params`
+    (the engine's, ``AsyncEngine.inputs.check_params``); a bad value is a 400 naming its field."""
     fields = {name: getattr(request, name) for name in _SHARED_FIELDS if getattr(request, name) is not None}
     fields.update(specific, logit_bias=_logit_bias(request.logit_bias),
                   structured_outputs=constraint.params if constraint is not None else None)
     try:
         params = SamplingParams(**fields)
-        params.check_vocab(vocab_size)
+        check_params(params)
     except InvalidRequestError as error:
         # SamplingParams' messages start with the parameter's name; say the request's name instead.
         name, rest = str(error).split(" ", 1)

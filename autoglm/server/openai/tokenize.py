@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from autoglm.engine.tokenize import check_token_ids
 from autoglm.server.dependencies import State, allowed_model, get_and_head
 from autoglm.server.openai.chat import tokenize_chat
 from autoglm.server.openai.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
@@ -42,5 +41,5 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
 async def detokenize(body: DetokenizeRequest, raw: Request, state: ServerState = State) -> DetokenizeResponse:
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
-    check_token_ids(body.tokens, served.engine.vocab_size, "tokens")
+    served.engine.inputs.check_token_ids(body.tokens, "tokens")
     return DetokenizeResponse(prompt=await served.tokenizers.decode(body.tokens))

@@ -105,7 +105,7 @@ class VersionPool:
         if (on_broken := self.on_engine_broken) is not None:
             engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
-                                             engine.prompt_char_limit)
+                                             engine.inputs.prompt_char_limit)
         engine.start()
         return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome)
 

@@ -2,7 +2,7 @@
 import pytest
 
 from autoglm import LLM
-from tests.engine.scheduling import make_seq
+from tests.engine.sched.scheduling import make_seq
 from tests.tiny_models import make_tiny_checkpoint
 
 

@@ -1,12 +1,12 @@
 """Lookahead slots and their roll-back keep the block pool whole and the prefix cache honest."""
 import random
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
-from tests.engine.scheduling import make_seq
+from tests.engine.sched.scheduling import make_seq
 
 BLOCK_SIZE = 4
 MAX_TOKENS = 40

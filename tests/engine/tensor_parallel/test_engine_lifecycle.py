@@ -1,9 +1,12 @@
 """A 2-rank engine on gloo: it runs plans as one process does (the same tokens, log-probs within float32
-tolerance of a sharded sum), stops cleanly, and fails loudly when a worker dies."""
+tolerance of a sharded sum), stops cleanly, fails loudly when a worker dies, and gives way to a newer one."""
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -26,6 +29,7 @@ def model_dir(tmp_path_factory):
     return make_tiny_checkpoint("llama", tmp_path_factory.mktemp("llama"))  # 4 heads, 2 KV heads
 
 
+REPOSITORY = Path(__file__).resolve().parents[3]
 LOGPROB_TOLERANCE = 1e-4  # the ranks' partial sums add up in another order than one process's
 
 
@@ -81,3 +85,15 @@ def test_bad_settings_are_refused_before_any_worker_starts(model_dir, restored_t
     with pytest.raises((ConfigError, ValueError), match=message):
         LLM(model=str(model_dir), device="cpu", **SETTINGS, **settings)
 
+
+
+@pytest.mark.timeout(HANG_S * 3)
+def test_each_new_engine_in_a_process_replaces_the_one_before_and_the_exit_is_clean(model_dir):
+    script = [sys.executable, "-m", "tests.engine.tensor_parallel.replacing_engines", str(model_dir)]
+    done = subprocess.run(script, capture_output=True, text=True, timeout=HANG_S * 2,
+                          env={**os.environ, "PYTHONPATH": str(REPOSITORY)}, cwd=REPOSITORY)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    rounds = [line for line in done.stdout.splitlines() if line.startswith("round")]
+    assert len(rounds) == 3 and len({line.split(":", 1)[1] for line in rounds}) == 1, done.stdout
+    assert "replaced: closed: a newer tensor-parallel engine in this process replaced it" in done.stdout

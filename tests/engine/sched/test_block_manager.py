@@ -3,10 +3,10 @@ import random
 
 import pytest
 
-from autoglm.engine.block_manager import BlockManager, hash_block
-from autoglm.engine.scheduler import Scheduler
+from autoglm.engine.sched.block_manager import BlockManager, hash_block
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence
-from tests.engine.scheduling import compute, make_seq, run_batch
+from tests.engine.sched.scheduling import compute, make_seq, run_batch
 
 
 def test_hash_chains_parent_tokens_and_salt():

@@ -8,15 +8,16 @@ from collections.abc import Callable
 
 import pytest
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.fair_share import FairSharePolicy, tenant_id
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.fair_share import FairSharePolicy, tenant_id
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.engine.scheduler import ScheduledBatch, Scheduler
-from autoglm.engine.scheduler_policy import FcfsPolicy, PriorityPolicy, SchedulerPolicy
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
+from autoglm.engine.sched.policies import FcfsPolicy, PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import SamplingParams
-from tests.engine.scheduling import make_seq, run_batch
+from tests.engine.sched.scheduling import make_seq, run_batch
 from tests.engine.scripted_engine import scripted_engine
 
 MAX_STEPS = 5000  # far more than any test's work needs: only a stuck scheduler reaches it

@@ -1,8 +1,9 @@
 """Drive the scheduler and block manager without a model: sequences and simulated forward passes."""
 from __future__ import annotations
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.scheduler import ScheduledBatch, Scheduler
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.sampling_params import SamplingParams
 

@@ -1,10 +1,10 @@
 """Scheduling policy without a model: step budget order, progress, and aging."""
 from __future__ import annotations
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.scheduler import Scheduler
-from autoglm.engine.scheduler_policy import PriorityPolicy
-from tests.engine.scheduling import make_seq, run_batch
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.scheduler import Scheduler
+from autoglm.engine.sched.policies import PriorityPolicy
+from tests.engine.sched.scheduling import make_seq, run_batch
 
 
 def test_decodes_take_the_budget_before_a_prompt_that_sorts_earlier():

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autoglm.engine.scheduler_policy import SchedulerPolicy
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.policies import SchedulerPolicy
 from autoglm.engine.sequence import Sequence
-
-if TYPE_CHECKING:
-    from autoglm.engine.scheduler import ScheduledBatch
 
 
 def tenant_id(seq: Sequence) -> str | None:

@@ -5,13 +5,14 @@ from collections import Counter
 
 import pytest
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.scheduler import ScheduledBatch, Scheduler
-from autoglm.engine.scheduler_policy import FcfsPolicy, PriorityPolicy, SchedulerPolicy
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.scheduler import Scheduler
+from autoglm.engine.sched.policies import FcfsPolicy, PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence
 from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import SamplingParams
-from tests.engine.scheduling import make_seq, run_batch
+from tests.engine.sched.scheduling import make_seq, run_batch
 from tests.engine.scripted_engine import scripted_engine
 
 

@@ -1,7 +1,7 @@
 """The choices a scheduler leaves to its policy: who is admitted first, who gets a step's token
 budget first, and who gives up its blocks when the pool runs out.
 
-The :class:`~autoglm.engine.scheduler.Scheduler` keeps the mechanics (the token budget, the
+The :class:`~autoglm.engine.sched.scheduler.Scheduler` keeps the mechanics (the token budget, the
 sequence caps, blocks, prefix sharing, the progress guarantee) and asks its policy for these
 orders every step, so a new policy is a subclass and the scheduler does not change. Keys may
 change from step to step; the scheduler sorts its queues again each step.
@@ -15,12 +15,10 @@ setting's policy alone would: there is no separate "fair" setting to forget to t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sequence import Sequence
-
-if TYPE_CHECKING:
-    from autoglm.engine.scheduler import ScheduledBatch
 
 PRIORITY_AGING_STEPS = 100
 

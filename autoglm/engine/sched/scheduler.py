@@ -7,8 +7,8 @@ first, in the order the policy gives (decodes, one token each, before prompt chu
 default); then waiting sequences are admitted in the policy's queue order. When a running
 sequence needs a block and none is free, the policy's victim is preempted: its blocks are
 freed and it is recomputed later. The orders themselves live in
-:mod:`autoglm.engine.scheduler_policy` (and the engine's, between tenants, in
-:mod:`autoglm.engine.fair_share`).
+:mod:`autoglm.engine.sched.policies` (and the engine's, between tenants, in
+:mod:`autoglm.engine.sched.fair_share`).
 
 Waiting sequences hold no blocks. So when nothing runs the whole pool is free, and the head
 of the queue, which fits the pool by itself (the engine refuses requests that cannot), is
@@ -22,35 +22,12 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from autoglm.engine.block_manager import BlockManager
-from autoglm.engine.fair_share import FairSharePolicy, tenant_id
-from autoglm.engine.scheduler_policy import PriorityPolicy, SchedulerPolicy
+from autoglm.engine.sched.batch import ScheduledBatch
+from autoglm.engine.sched.block_manager import BlockManager
+from autoglm.engine.sched.fair_share import FairSharePolicy, tenant_id
+from autoglm.engine.sched.policies import PriorityPolicy, SchedulerPolicy
 from autoglm.engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass
-class ScheduledBatch:
-    """The work of one engine step."""
-
-    seqs: list[Sequence] = field(default_factory=list)
-    num_new_tokens: list[int] = field(default_factory=list)
-    # Slots held past each sequence's tokens for proposed tokens to be verified (speculative decoding).
-    num_lookahead_tokens: list[int] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-    num_tokens: int = 0  # the sum of ``num_new_tokens`` and ``num_lookahead_tokens``
-
-    def add(self, seq: Sequence, num_new_tokens: int, num_lookahead_tokens: int = 0) -> None:
-        self.seqs.append(seq)
-        self.num_new_tokens.append(num_new_tokens)
-        self.num_lookahead_tokens.append(num_lookahead_tokens)
-        self.num_tokens += num_new_tokens + num_lookahead_tokens
-
-    def remove(self, seq: Sequence) -> None:
-        index = self.seqs.index(seq)
-        self.num_tokens -= self.num_new_tokens.pop(index) + self.num_lookahead_tokens.pop(index)
-        del self.seqs[index]
 
 
 class Scheduler:
