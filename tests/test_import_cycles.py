@@ -4,13 +4,6 @@ from __future__ import annotations
 
 import grimp
 
-# Circles other work is untying now (the scheduler and its policies move into a package of their own);
-# listed exactly, so that a new circle, or a new module joining one of these, still fails.
-ALLOWED_CIRCLES = [
-    {"autoglm.engine.fair_share", "autoglm.engine.scheduler", "autoglm.engine.scheduler_policy"},
-]
-
-
 def import_circles(graph: grimp.ImportGraph) -> list[set[str]]:
     """The strongly connected components of more than one module: modules that each import the others,
     directly or not."""
@@ -39,8 +32,8 @@ def describe(graph: grimp.ImportGraph, circle: set[str]) -> str:
 
 def test_no_module_of_the_package_imports_itself_through_others():
     graph = grimp.build_graph("autoglm", exclude_type_checking_imports=False, cache_dir=None)
-    new_circles = [circle for circle in import_circles(graph) if circle not in ALLOWED_CIRCLES]
-    assert not new_circles, "import circles:\n" + "\n".join(describe(graph, circle) for circle in new_circles)
+    circles = import_circles(graph)
+    assert not circles, "import circles:\n" + "\n".join(describe(graph, circle) for circle in circles)
 
 
 def test_a_circle_is_found_and_named_with_its_imports():
