@@ -8,7 +8,6 @@ reaches into the scheduler, the runner or the model, so those can change without
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from functools import partial
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +24,7 @@ from autoglm.engine.native_memory import bound_onednn_primitive_cache
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput
 from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
+from autoglm.engine.tensor_parallel.worker_group import group_in_use
 from autoglm.engine.tokenize import Prompt
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
@@ -80,9 +80,27 @@ class EngineClient(Protocol):
     def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None: ...
 
 
+class TensorParallelGroupInUse(RuntimeError):
+    """A server may not build a second tensor-parallel engine: it would close the one serving."""
+
+
 def engine_builder(config: AutoGLMConfig) -> EngineBuilder:
-    """An engine of `config`'s model, built when called, handed only the engine's part of the settings."""
-    return partial(LLMEngine, config.engine_config())
+    """An engine of `config`'s model, built when called, handed only the engine's part of the settings.
+
+    A process holds one tensor-parallel group, and a new tensor-parallel engine closes the one before
+    it (what a script replacing its ``LLM`` wants); a server loading another version beside the one it
+    serves must not, so the build is refused instead.
+    """
+    engine_config = config.engine_config()
+
+    def build() -> LLMEngine:
+        if engine_config.parallel.tensor_parallel_size > 1 and group_in_use():
+            raise TensorParallelGroupInUse(
+                "this server already runs a tensor-parallel engine, and a process holds one tensor-parallel "
+                "group: unload that version first, or serve this one from a server of its own")
+        return LLMEngine(engine_config)
+
+    return build
 
 
 def open_client(build: EngineBuilder, max_waiting_requests: int, request_timeout_s: float) -> EngineClient:

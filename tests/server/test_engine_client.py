@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from autoglm.config import AutoGLMConfig
-from autoglm.engine.client import EngineClient, engine_builder, open_client
+from autoglm.engine.client import EngineClient, TensorParallelGroupInUse, engine_builder, open_client
+from autoglm.engine.tensor_parallel import worker_group
 from autoglm.sampling_params import SamplingParams
 from tests.server.live_server import BASE_SETTINGS
 
@@ -33,3 +36,11 @@ def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
 
     assert len(asyncio.run(scenario())) == 3
     assert not client.is_running
+
+
+def test_a_second_tensor_parallel_engine_is_refused_while_one_serves(chat_model, monkeypatch):
+    """A hot swap must not build a tensor-parallel engine beside the one serving: it would close it."""
+    monkeypatch.setattr(worker_group, "_member", object())  # a group held by the serving engine
+    build = engine_builder(AutoGLMConfig(model=str(chat_model), tensor_parallel_size=2, **BASE_SETTINGS))
+    with pytest.raises(TensorParallelGroupInUse, match="unload that version first"):
+        build()

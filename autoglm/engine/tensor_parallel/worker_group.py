@@ -37,6 +37,11 @@ BrokenListener = Callable[[EngineBrokenError], None]
 _member: WorkerGroup | None = None
 
 
+def group_in_use() -> bool:
+    """Whether a tensor-parallel engine of this process holds the group (a new one would close it)."""
+    return _member is not None
+
+
 class WorkerGroup:
     """The worker processes of ranks 1..N-1, with this process as rank 0."""
 
