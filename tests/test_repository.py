@@ -9,7 +9,7 @@ import yaml
 from autoglm.cli.main import build_parser
 from autoglm.cli.settings import config_from_args
 from autoglm.config import AutoGLMConfig
-from autoglm.config_docs import BEGIN, END
+from autoglm.config.reference import BEGIN, END
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "engine.yaml"
