@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autoglm.config import AutoGLMConfig
-from autoglm.config_docs import BEGIN, END, REGENERATE, main, render_document, render_reference
+from autoglm.config.reference import BEGIN, END, REGENERATE, main, render_document, render_reference
 
 SETTINGS_DOC = Path(__file__).resolve().parent.parent / "docs" / "SETTINGS.md"
 

@@ -9,6 +9,7 @@ import yaml
 from autoglm.cli.main import build_parser
 from autoglm.cli.settings import config_from_args
 from autoglm.config import AutoGLMConfig
+from autoglm.config.reference import BEGIN, END
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "engine.yaml"
@@ -19,9 +20,9 @@ TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".cpp"
 
 
 def settings_table_names() -> set[str]:
-    """The backquoted names in the first column of docs/SETTINGS.md's hand-written settings table."""
+    """The backquoted names in the first column of docs/SETTINGS.md's generated settings tables."""
     document = (REPO_ROOT / "docs" / "SETTINGS.md").read_text(encoding="utf-8")
-    section = document.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    section = document.split(BEGIN, 1)[1].split(END, 1)[0]
     first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     return {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
 

@@ -125,14 +125,24 @@ class AutoGLMConfig(BaseModel):
         None, description="Tokenizer folder; None means the model folder.", json_schema_extra=_MODEL
     )
     served_model_name: str | None = Field(
-        None, description="Model name the API reports; None means the model's.", json_schema_extra=_SERVER
+        None,
+        description="Model name the API reports and accepts in a request's model field; None means the model's.",
+        json_schema_extra=_SERVER,
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weight and activation dtype; also accepts fp32, float, bf16, fp16 and half.",
+        "auto",
+        description=(
+            "Weight and activation dtype: 'auto' (the checkpoint's own), float32, bfloat16 or float16; also accepts "
+            "fp32, float, bf16, fp16 and half."
+        ),
         json_schema_extra=_MODEL,
     )
     device: str = Field(
-        "auto", description="'auto', 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is checked later.",
+        "auto",
+        description=(
+            "'auto' (the accelerator PyTorch sees), 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is "
+            "checked later."
+        ),
         json_schema_extra=_DEVICE,
     )
     cpu_upcast_half: bool = Field(
@@ -146,47 +156,55 @@ class AutoGLMConfig(BaseModel):
     cpu_linear_kernel: str = Field(
         "auto",
         description=(
-            "Compiled kernel for steps of few rows of a bfloat16 model on the CPU: 'auto' (the fastest this CPU "
-            "runs: bf16-dot-avx512 with AVX512-BF16, else bf16-weight-avx512 or bf16-weight-avx2 reading bfloat16 "
-            "copies of the upcast float32 weights), 'torch' (PyTorch's matmul only) or a kernel's name. Needs a "
-            "C++ compiler (a one-time background build)."
+            "Compiled kernel for steps of few rows of a bfloat16 model on the CPU: 'auto' (the fastest this CPU runs: "
+            "bf16-dot-avx512 with AVX512-BF16, else bf16-weight-avx512 or bf16-weight-avx2 reading bfloat16 copies of "
+            "the upcast float32 weights, the same float32 math from half the bytes), 'torch' (PyTorch's matmul only) "
+            "or a kernel's name. Needs a C++ compiler (a one-time background build)."
         ),
         json_schema_extra=_DEVICE,
     )
     cpu_kernel_max_rows: Annotated[int, Field(ge=0)] | Literal["all", "auto"] = Field(
         "all",
         description=(
-            "'all': every step takes the CPU linear kernel and every query the decode attention kernel, so each "
-            "token is computed as it would be alone and greedy output does not depend on the batch; 'auto' or a "
-            "number: steps of more rows than measured per weight shape (kept beside the kernel builds), or than "
-            "that number, take PyTorch's matmul, and prompts PyTorch's attention: faster prompts, last bits "
-            "that vary with the batch."
+            "'all': every step takes the CPU linear kernel and every query the decode attention kernel, so each token "
+            "is computed as it would be alone and greedy output does not depend on the batch; 'auto' or a number: "
+            "steps of more rows than measured once per machine and weight shape (with speculative_config, at least 1 + "
+            "num_speculative_tokens), or than that number, take PyTorch's matmul, and prompts PyTorch's attention: "
+            "faster prompts whose last bits, and so greedy near-ties, vary with the batch."
         ),
         json_schema_extra=_DEVICE,
     )
     enforce_eager: bool = Field(
         False,
         description=(
-            "Run every step eagerly: no CUDA graphs for decode steps (captured at start on CUDA for batch sizes "
-            "up to max_num_seqs, which costs start-up time and some device memory)."
+            "Run every step eagerly: no CUDA graphs for decode steps (captured at start on CUDA for batch sizes 1, 2, "
+            "4, 8, 16, ... up to max_num_seqs, a batch padded to the next size, which costs start-up time and some "
+            "device memory)."
         ),
         json_schema_extra=_DEVICE,
     )
     block_size: int = Field(16, ge=1, le=256, description="Tokens per KV cache block.", json_schema_extra=_CACHE)
     max_context_len: int = Field(
-        8192, ge=1, description="Longest prompt plus output, in tokens; files may call it max_model_len.",
+        8192,
+        ge=1,
+        description=(
+            "Longest prompt plus output, in tokens, capped at the model's own limit; files may call it max_model_len."
+        ),
         json_schema_extra=_MODEL,
     )
     kv_cache_memory: str | int | float = Field(
         "auto",
         description=(
-            "KV cache budget: 'auto' lets the engine choose; a byte count or size such as '2GiB' is stored "
-            "as bytes; a float in (0, 1] is a fraction of accelerator memory."
+            "KV cache budget: a byte count or size such as '2GiB' (stored as bytes), or a float in (0, 1] as a "
+            "fraction of accelerator memory; 'auto' holds max_num_seqs full contexts, capped at 2 GiB on the CPU or at "
+            "80% of the accelerator memory still free once a start-up profile run has set aside what the largest step "
+            "and the decode graphs need (on CUDA a set budget that leaves less is refused)."
         ),
         json_schema_extra=_CACHE,
     )
     use_paged_attention: bool = Field(
-        True, description="False reserves each sequence's whole context up front, for comparison.",
+        True,
+        description="False reserves each sequence's whole context up front (contiguous), for comparison.",
         json_schema_extra=_CACHE,
     )
     max_num_seqs: int = Field(
@@ -203,7 +221,10 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_SCHEDULING,
     )
     max_num_batched_tokens: int = Field(
-        2048, ge=1, description="Most tokens in one forward pass.", json_schema_extra=_SCHEDULING
+        2048,
+        ge=1,
+        description="Most tokens in one forward pass: decodes first, then chunks of prompts.",
+        json_schema_extra=_SCHEDULING,
     )
     # Declared after use_paged_attention: its validator reads that already-validated value.
     enable_prefix_caching: bool = Field(
@@ -237,9 +258,10 @@ class AutoGLMConfig(BaseModel):
     scheduling_policy: Literal["priority", "fcfs"] = Field(
         "priority",
         description=(
-            "Queue order inside each tenant: 'priority' (lower request priority first, aged so none starves; "
-            "arrival order on ties) or 'fcfs' (arrival order, priorities ignored). Tenants share the engine by "
-            "weight (fair queuing over tokens served); without tenants this order is the whole order."
+            "Queue order inside each tenant: 'priority' (lower request priority first, aged so none starves; arrival "
+            "order on ties) or 'fcfs' (arrival order, priorities ignored; vLLM's default, which agrees with 'priority' "
+            "while requests keep priority 0). Tenants share the engine by weight (fair queuing over tokens served); "
+            "without tenants this order is the whole order."
         ),
         json_schema_extra=_SCHEDULING,
     )
@@ -247,15 +269,20 @@ class AutoGLMConfig(BaseModel):
         1000,
         ge=0,
         description=(
-            "Largest priority magnitude a request may give: priorities outside [-N, N] are refused, so no "
-            "client can jump every queue for longer than aging takes to catch up."
+            "Largest priority magnitude a request may give: priorities outside [-N, N] are refused naming the bound "
+            "(400 from the API, InvalidRequestError offline), so no client can jump every queue for longer than aging "
+            "takes to catch up."
         ),
         json_schema_extra=_SCHEDULING,
     )
     num_threads: int | None = Field(
-        None, ge=1,
-        description="CPU threads for torch, per process (each tensor-parallel rank is one); None keeps torch's "
-                    "choice, shared out among the ranks under tensor parallelism.",
+        None,
+        ge=1,
+        description=(
+            "CPU threads for torch, per process (each tensor-parallel rank is one): the first engine of a process sets "
+            "them, a later one asking for another count keeps them and warns. None keeps torch's choice, shared out "
+            "among the ranks under tensor parallelism."
+        ),
         json_schema_extra=_DEVICE,
     )
     tensor_parallel_size: int = Field(
@@ -273,23 +300,30 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_DEVICE,
     )
     seed: int = Field(
-        0, description="Seed of the engine's own generator, for requests that do not give their own.",
+        0,
+        description=(
+            "Seed of the engine's own generator, for requests that do not give their own; two engines in one process "
+            "disturb neither each other's sampling nor torch's global generator."
+        ),
         json_schema_extra=_MODEL,
     )
     quantization: Literal["none", "int8", "int4"] = Field(
         "none",
         description=(
-            "Quantize the projections' weights as they load: int8 (one scale per output channel, or per "
-            "quantization_group_size columns) or int4 (group-wise); activations stay in the compute dtype. "
-            "A checkpoint already quantized (compressed-tensors) loads as it is stored; this must then be none "
+            "Quantize the projections' weights as they load, symmetric: int8 (one scale per output channel, or per "
+            "quantization_group_size columns) or int4 (group-wise); activations stay in the compute dtype (W8A16, "
+            "W4A16). A checkpoint already quantized (compressed-tensors) loads as it is stored; this must then be none "
             "or its own bit width."
         ),
         json_schema_extra=_MODEL,
     )
     quantization_group_size: int | None = Field(
-        None, ge=1,
-        description="Input columns sharing one scale; None: per output channel for int8, 128 for int4. "
-                    "Must divide every quantized layer's input size.",
+        None,
+        ge=1,
+        description=(
+            "Input columns sharing one scale; None: per output channel for int8, 128 for int4. Must divide every "
+            "quantized layer's input size, else loading names the layer and the sizes that would."
+        ),
         json_schema_extra=_MODEL,
     )
     quantize_lm_head: bool = Field(
@@ -305,36 +339,72 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_MODEL,
     )
-    host: str = Field("127.0.0.1", description="Address the server listens on.", json_schema_extra=_SERVER)
-    port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.", json_schema_extra=_SERVER)
+    host: str = Field(
+        "127.0.0.1",
+        description="Address `autoglm serve` listens on.",
+        json_schema_extra=_SERVER,
+    )
+    port: int = Field(
+        8000,
+        ge=1,
+        le=65535,
+        description="Port `autoglm serve` listens on.",
+        json_schema_extra=_SERVER,
+    )
     max_waiting_requests: int = Field(
         256, ge=1, description="Queued requests beyond which the server answers 429.", json_schema_extra=_SERVER
     )
     request_timeout_s: float = Field(
-        600.0, gt=0, description="Seconds before an unfinished request is aborted.", json_schema_extra=_SERVER
+        600.0,
+        gt=0,
+        description="Seconds before an unfinished request is aborted and ends with an error.",
+        json_schema_extra=_SERVER,
     )
     engine_stall_timeout_s: float = Field(
-        120.0, gt=0,
-        description="Seconds an engine may have work yet end no step before /health answers 503 naming the stall.",
+        120.0,
+        gt=0,
+        description=(
+            "Seconds an engine may have work yet end no step before /health answers 503 (engine_stalled, naming the "
+            "model and for how long)."
+        ),
         json_schema_extra=_SERVER,
     )
     drain_timeout_s: float = Field(
-        30.0, ge=0, description="Seconds a stopping server lets running requests finish.", json_schema_extra=_SERVER
+        30.0,
+        ge=0,
+        description="Seconds a stopping server (SIGTERM) lets running requests finish.",
+        json_schema_extra=_SERVER,
     )
     log_stats_interval_s: float = Field(
-        10.0, gt=0, description="Seconds between engine statistics log lines.", json_schema_extra=_SERVER
+        10.0,
+        gt=0,
+        description="Seconds between engine statistics log lines while the engine is busy.",
+        json_schema_extra=_SERVER,
     )
     max_request_body_bytes: int = Field(
-        2 * 1024**2, ge=1,
-        description="Largest request body, in bytes or a size such as '2MiB'; a larger one is answered 413.",
+        2 * 1024**2,
+        ge=1,
+        description=(
+            "Largest request body, in bytes or a size such as '2MiB'; a larger one is answered 413 without being read."
+        ),
         json_schema_extra=_SERVER,
     )
     header_read_timeout_s: float = Field(
-        10.0, gt=0, description="Seconds a client has to send a request's headers, from its first byte.",
+        10.0,
+        gt=0,
+        description=(
+            "Seconds a client has to send a request's headers, from its first byte (a new connection's first request: "
+            "from when it opens); then the connection is closed."
+        ),
         json_schema_extra=_SERVER,
     )
     body_read_timeout_s: float = Field(
-        30.0, gt=0, description="Seconds a client has to send a request's body, from its headers; then 408.",
+        30.0,
+        gt=0,
+        description=(
+            "Seconds a client has to send a request's body, from its headers; then 408 and the connection is closed. A "
+            "streamed response is not timed."
+        ),
         json_schema_extra=_SERVER,
     )
     max_connections: int = Field(
@@ -344,46 +414,64 @@ class AutoGLMConfig(BaseModel):
     allowed_hosts: tuple[str, ...] | None = Field(
         None,
         description=(
-            "Host header names the server answers to ('*' for any, '*.example.com' for subdomains); "
-            "None: only localhost names when bound to a loopback address, any name otherwise."
+            "Host header names the server answers to ('*' for any, '*.example.com' for subdomains; a list, or "
+            "comma-separated in flags and variables), others getting 400; None: a server bound to a loopback address "
+            "answers only to localhost, 127.0.0.1 and [::1] (any port), one bound elsewhere to any name."
         ),
         json_schema_extra=_SERVER,
     )
     cors_allowed_origins: tuple[str, ...] = Field(
-        (), description="Browser origins allowed to call the API ('*' for any); empty: CORS off.",
+        (),
+        description=(
+            "Browser origins allowed to call the API ('*' for any); empty: no CORS headers, preflights refused: "
+            "CORS off."
+        ),
         json_schema_extra=_SERVER,
     )
     enable_api_docs: bool = Field(
-        True, description="Serve the /docs and /redoc pages (they load scripts from a CDN).",
+        True,
+        description=(
+            "Serve the /docs and /redoc pages (they load scripts from a CDN); /openapi.json is served either way."
+        ),
         json_schema_extra=_SERVER,
     )
     tokenizer_workers: int = Field(
-        2, ge=1, description="Threads that tokenize and detokenize requests, each with its own tokenizer.",
+        2,
+        ge=1,
+        description=(
+            "Threads that tokenize and detokenize requests, each with its own tokenizer, so that a long prompt stalls "
+            "neither the event loop nor the engine."
+        ),
         json_schema_extra=_SERVER,
     )
     tenants_file: str | None = Field(
         None,
         description=(
-            "YAML file of tenants and the hashes of their API keys (see `autoglm keys`); requests must then carry "
-            "'Authorization: Bearer KEY'. None, with no api_key either: the server is open to anyone."
+            "YAML file of tenants (role admin, user or reader, the models each may use, limits, weight) and the "
+            "SHA-256 hashes of their API keys, made with `autoglm keys create` and read again on SIGHUP or POST "
+            "/admin/reload; /v1/* and the tokenizer routes then need 'Authorization: Bearer KEY' (401 without a valid "
+            "one, 403 outside the tenant's role or models) and /admin/* an admin key, while /health and /metrics stay "
+            "open. None, with no api_key either: the server is open to anyone who reaches it, and says so at start."
         ),
         json_schema_extra=_SERVER,
     )
     api_key: str | None = Field(
         None,
-        description="One API key every request must carry, for one admin tenant with every model; "
-                    "the one-line alternative to tenants_file.",
-        repr=False,  # kept out of any printed or logged settings
+        description=(
+            "One API key every request must carry, as vLLM's --api-key, for one admin tenant with every model; the "
+            "one-line alternative to tenants_file, not to be set with it."
+        ),
+        repr=False,
         json_schema_extra=_SERVER,
     )
     rate_limit_storage: str = Field(
         "memory://",
         description=(
             "Where tenants' rate limits and quotas are counted: 'memory://' (this process alone) or "
-            "'redis://HOST:PORT[/DB]' (needs the open-autoglm[redis] extra), which lets several replicas "
-            "share one budget per tenant."
+            "'redis://HOST:PORT[/DB]' ('rediss://' for TLS; needs the open-autoglm[redis] extra), which lets several "
+            "replicas share one budget per tenant."
         ),
-        repr=False,  # a Redis URL may hold a password
+        repr=False,
         json_schema_extra=_SERVER,
     )
     usage_db: str | None = Field(
@@ -423,10 +511,12 @@ class AutoGLMConfig(BaseModel):
     mlflow_tracking_uri: str | None = Field(
         None,
         description=(
-            "The MLflow store of registry 'mlflow': a tracking server's URL (http://HOST:5000) or sqlite:///PATH; "
-            "needs the open-autoglm[mlflow] extra. None: the MLFLOW_TRACKING_URI environment variable."
+            "The MLflow store of registry 'mlflow' (None: the MLFLOW_TRACKING_URI environment variable): a tracking "
+            "server's URL (http://HOST:5000) or sqlite:///PATH; needs the open-autoglm[mlflow] extra. Checkpoints are "
+            "downloaded once per version under $XDG_CACHE_HOME/autoglm/mlflow (~/.cache/autoglm/mlflow) and checked "
+            "against their registered SHA-256."
         ),
-        repr=False,  # a server URL may hold a password
+        repr=False,
         json_schema_extra=_SERVER,
     )
     log_prompts: bool = Field(
@@ -439,19 +529,21 @@ class AutoGLMConfig(BaseModel):
         256,
         ge=1,
         description=(
-            "Most sequences one API request may create (its prompts times max(n, best_of)); more is refused "
-            "with 400, so one request cannot fill the queue and the KV cache by itself."
+            "Most sequences one API request may create (its prompts times max(n, best_of)); more is refused with 400 "
+            "naming the cap, so one request cannot fill the queue and the KV cache by itself. With n and best_of at "
+            "most 16, the default admits 16 prompts at 16 samples or 256 prompts at one."
         ),
         json_schema_extra=_SERVER,
     )
     response_cache: str | None = Field(
         None,
         description=(
-            "Where answers of deterministic requests (temperature 0, or a fixed seed) are kept to be served "
-            "again: 'memory' (this process, LRU by response_cache_max_bytes) or 'redis://HOST:PORT[/DB]' (needs "
-            "the open-autoglm[redis] extra; shared by every replica that names it). None or 'off': no cache."
+            "Where answers of deterministic requests (temperature 0, or a fixed seed) are kept to be served again: "
+            "'memory' (this process, LRU by response_cache_max_bytes) or 'redis://HOST:PORT[/DB]' ('rediss://' for "
+            "TLS; needs the open-autoglm[redis] extra; shared by every replica that names it). None or 'off': no "
+            "cache."
         ),
-        repr=False,  # a Redis URL may hold a password
+        repr=False,
         json_schema_extra=_SERVER,
     )
     response_cache_ttl_s: float = Field(
@@ -473,9 +565,9 @@ class AutoGLMConfig(BaseModel):
     serve_models: tuple[str, ...] = Field(
         (),
         description=(
-            "References in the model registry to serve ('NAME' for its stable, 'NAME@ALIAS', 'NAME@VERSION'), "
-            "as a list or one comma-separated string; requests then route by their model field. Empty: serve "
-            "`model` alone, as served_model_name."
+            "References in the model registry to serve ('NAME' for its stable, 'NAME@ALIAS', 'NAME@VERSION'), as a "
+            "list or one comma-separated string; requests then route by their model field and the /admin/models routes "
+            "manage the versions. Empty: serve `model` alone, as served_model_name."
         ),
         json_schema_extra=_SERVER,
     )
@@ -489,8 +581,10 @@ class AutoGLMConfig(BaseModel):
     )
     auto_rollback: bool = Field(
         False,
-        description="Set a canary's split back to 0% when it breaks auto_rollback_max_error_rate or "
-                    "auto_rollback_max_p99_ttft_s over auto_rollback_window_s.",
+        description=(
+            "Set a canary's split back to 0% when it breaks auto_rollback_max_error_rate or "
+            "auto_rollback_max_p99_ttft_s over auto_rollback_window_s, with a log line saying why."
+        ),
         json_schema_extra=_SERVER,
     )
     auto_rollback_window_s: float = Field(
@@ -512,7 +606,13 @@ class AutoGLMConfig(BaseModel):
     )
 
     ray_min_replicas: int = Field(
-        1, ge=1, description="Fewest engine replicas Ray Serve keeps running.", json_schema_extra=_RAY,
+        1,
+        ge=1,
+        description=(
+            "With `autoglm serve --ray`: fewest engine replicas Ray Serve keeps running; equal to ray_max_replicas, a "
+            "fixed count."
+        ),
+        json_schema_extra=_RAY,
     )
     # Declared after ray_min_replicas: its validator reads that already-validated value.
     ray_max_replicas: int = Field(
@@ -545,7 +645,10 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_RAY,
     )
     ray_num_gpus: float = Field(
-        0.0, ge=0, description="GPUs Ray reserves for each engine replica.", json_schema_extra=_RAY,
+        0.0,
+        ge=0,
+        description="GPUs Ray reserves for each engine replica (its CPUs: num_threads, else 1).",
+        json_schema_extra=_RAY,
     )
 
     def __init__(self, /, **data: Any) -> None:

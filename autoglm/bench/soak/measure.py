@@ -5,21 +5,28 @@ The victims run back to back for the whole phase; only their inter-token gaps ar
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
-from autoglm.bench.lib.client import CompletionTarget, send_request
+from autoglm.bench.lib.client import CompletionTarget, fetch_models, send_request
 from autoglm.bench.lib.datasets import ServeRequest
+from autoglm.bench.lib.errors import ServeBenchError
 from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.lib.server import BenchServer, start_server
 
 VICTIM_PROMPT = "Once upon a time, in a quiet town by the sea, there lived"
 BIG_PROMPT_WORD = "the quick brown fox "
 DISCONNECT_AFTER_EVENTS = 2
+# The server's memory is read once the aborted streams' last steps have run.
+SETTLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -105,3 +112,42 @@ async def _run_phase(target: CompletionTarget, num_victims: int, output_len: int
 def run_phase(target: CompletionTarget, num_victims: int, output_len: int, duration_s: float,
               load: HostileLoad | None = None, seed: int = 0) -> PhaseResult:
     return asyncio.run(_run_phase(target, num_victims, output_len, duration_s, load, seed))
+
+
+@dataclass(frozen=True)
+class SoakRun:
+    """Both phases against one server, and its resident memory around the hostile one (None when unreadable)."""
+
+    base_url: str
+    model: str
+    baseline: PhaseResult
+    hostile: PhaseResult
+    rss_before: int | None
+    rss_after: int | None
+
+
+def run_soak_bench(args: argparse.Namespace) -> SoakRun:
+    """The baseline phase, then the hostile one, on the server it starts or on ``--base-url``."""
+    if args.server_pid is not None and args.base_url is None:
+        raise ServeBenchError("--server-pid names the process of a --base-url server")
+    if args.base_url is not None:
+        server = BenchServer(args.base_url, args.server_pid)
+    else:
+        log = Path(tempfile.gettempdir()) / f"autoglm-soak-server-{args.port}.log"
+        server = start_server(args.port, args.model, args.serve_args, log)
+    try:
+        model = fetch_models(server.base_url)[0]["id"]
+        target = CompletionTarget(server.base_url, model, timeout_s=args.timeout_s)
+        hostile_load = HostileLoad(args.big_prompt_chars, args.big_prompt_interval_s, args.disconnect_interval_s)
+        print(f"baseline: {args.victims} streams for {args.phase_s:g} s", flush=True)
+        baseline = run_phase(target, args.victims, args.output_len, args.phase_s)
+        time.sleep(SETTLE_S)
+        rss_before = server.resident_bytes()
+        print(f"hostile: the same streams, big prompts every {args.big_prompt_interval_s:g} s and disconnects",
+              flush=True)
+        hostile = run_phase(target, args.victims, args.output_len, args.phase_s, hostile_load, args.seed)
+        time.sleep(SETTLE_S)
+        rss_after = server.resident_bytes()
+    finally:
+        server.stop()
+    return SoakRun(server.base_url, model, baseline, hostile, rss_before, rss_after)

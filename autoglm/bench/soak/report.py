@@ -1,15 +1,19 @@
 """How a soak is shown: a few lines of text, and the JSON document ``--output-json`` writes."""
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from autoglm.bench.lib.serve_metrics import LatencyStats
-from autoglm.bench.results.report import is_local_server, machine_info
-from autoglm.bench.soak.measure import PhaseResult
+from autoglm.bench.results.report import is_local_server, machine_info, print_and_write
+from autoglm.bench.soak.measure import PhaseResult, SoakRun
 
 # The goals the issue set: victims' p99 gap within 3x with the hostile load, memory within 5%.
 ITL_RATIO_TARGET = 3.0
 RSS_GROWTH_TARGET = 0.05
+# Options copied as they are into the settings of --output-json.
+RECORDED_OPTIONS = (
+    "victims", "output_len", "phase_s", "big_prompt_interval_s", "disconnect_interval_s", "seed", "serve_args")
 
 
 def phase_document(phase: PhaseResult) -> dict[str, Any]:
@@ -62,3 +66,17 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         lines.append(f"server resident memory: {rss['before'] / 2**20:.0f} MiB before, {rss['after'] / 2**20:.0f} MiB "
                      f"after, {growth:+.1%} (target: within {RSS_GROWTH_TARGET:.0%})")
     return lines
+
+
+def victims_failed(document: dict[str, Any]) -> bool:
+    return any(document[phase]["statuses"].get("victim failed") for phase in ("baseline", "hostile"))
+
+
+def report_soak(args: argparse.Namespace, run: SoakRun) -> dict[str, Any]:
+    """Print the summary and write ``--output-json``; the document both show."""
+    settings = {name: getattr(args, name) for name in RECORDED_OPTIONS}
+    settings.update(base_url=run.base_url, model=run.model, server_model_folder=args.model,
+                    big_prompt_chars=list(args.big_prompt_chars))
+    document = soak_document(settings, run.baseline, run.hostile, run.rss_before, run.rss_after)
+    print_and_write(summary_lines(document), document, args.output_json)
+    return document

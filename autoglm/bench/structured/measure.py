@@ -6,12 +6,19 @@ first request finishes would measure a different batch in the two kinds of round
 """
 from __future__ import annotations
 
+import argparse
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from autoglm.bench.lib.engine_run import bench_llm, prompt_token_ids
+from autoglm.bench.structured.constraints import json_constraint, neighbour_constraints, regex_constraint
+from autoglm.bench.structured.mask_cost import CompileCost, MaskCost, measure_compile_cost, measure_mask_cost
+from autoglm.cli.settings import announce_model, config_from_args
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.errors import InvalidRequestError
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -79,3 +86,41 @@ def run_round(engine: LLMEngine, shape: RoundShape, token_ids: Sequence[int], na
                            "all of them; raise --output-len")
     return RoundResult(constraints is not None, full_steps, full_steps_s,
                        [list(finals[request_id].outputs[0].token_ids) for request_id in neighbour_ids])
+
+
+@dataclass(frozen=True)
+class StructuredRun:
+    """Every measured round in order, the mask's cost a step and each constraint's compile cost, by kind."""
+
+    shape: RoundShape
+    engine_settings: dict[str, Any]
+    rounds: list[RoundResult]
+    mask: MaskCost
+    compiled: dict[str, CompileCost]
+
+
+def run_structured_bench(args: argparse.Namespace) -> StructuredRun:
+    """One unmeasured round of each kind, then ``--rounds`` of each in turn, the mask and the compiles."""
+    config = config_from_args(args)
+    batch = args.num_unconstrained + args.num_neighbours
+    if batch > config.max_num_seqs:
+        raise InvalidRequestError(f"--num-unconstrained + --num-neighbours is {batch} but --max-num-seqs is "
+                                  f"{config.max_num_seqs}: every request of a round must decode in one batch")
+    announce_model(config)
+    engine = bench_llm(config).engine
+    shape = RoundShape(args.num_unconstrained, args.num_neighbours, args.input_len, args.output_len)
+    constraints = neighbour_constraints(args.num_neighbours, args.output_len)
+    token_ids = prompt_token_ids(engine)
+    print(f"{args.rounds} rounds of each kind: {shape.num_unconstrained} unconstrained requests beside "
+          f"{shape.num_neighbours} neighbours, unconstrained and constrained in turn", flush=True)
+    for kind in (None, constraints):  # warm-up, the constraints compiled here
+        run_round(engine, shape, token_ids, f"warm-up-{kind is not None}", kind)
+    rounds = []
+    for index in range(args.rounds):
+        for kind in (None, constraints):
+            rounds.append(run_round(engine, shape, token_ids, f"round-{index}-{kind is not None}", kind))
+    constrained = [entry for entry in rounds if entry.constrained]
+    mask = measure_mask_cost(engine, constraints, constrained[-1].neighbour_outputs, shape.num_unconstrained)
+    compiled = {"JSON schema": measure_compile_cost(engine, json_constraint(args.output_len)),
+                "regex": measure_compile_cost(engine, regex_constraint(args.output_len))}
+    return StructuredRun(shape, config.model_dump(), rounds, mask, compiled)

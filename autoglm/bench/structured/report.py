@@ -3,7 +3,16 @@ speed beside unconstrained and beside constrained neighbours, and the step time 
 against what the mask costs when timed alone."""
 from __future__ import annotations
 
-from typing import Any
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from autoglm.bench.results.report import machine_info, print_and_write
+
+if TYPE_CHECKING:
+    from autoglm.bench.structured.measure import StructuredRun
+
+# Options copied as they are into the settings of --output-json.
+RECORDED_OPTIONS = ("num_unconstrained", "num_neighbours", "input_len", "output_len", "rounds")
 
 
 def step_s(document: dict[str, Any], constrained: bool) -> float:
@@ -41,3 +50,14 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         *(f"compiling the {kind}: {cost['cold_s'] * 1e3:.1f} ms cold, {cost['cache_hit_s'] * 1e6:.1f} us from the "
           f"cache" for kind, cost in compiled.items()),
     ]
+
+
+def report_structured(args: argparse.Namespace, run: StructuredRun) -> dict[str, Any]:
+    """Print the summary and write ``--output-json``; the document both show."""
+    settings = {name: getattr(args, name) for name in RECORDED_OPTIONS}
+    settings["engine"] = run.engine_settings
+    document = {"settings": settings, "machine": machine_info(),
+                "rounds": [entry.to_dict(run.shape) for entry in run.rounds], "mask_cost": run.mask.to_dict(),
+                "compile": {kind: vars(cost) for kind, cost in run.compiled.items()}}
+    print_and_write(summary_lines(document), document, args.output_json)
+    return document

@@ -12,14 +12,19 @@ sent under.
 from __future__ import annotations
 
 import argparse
-import shlex
-import shutil
-import tempfile
 from functools import partial
 from pathlib import Path
 
 from autoglm.bench.lib.arguments import positive_float, positive_int
-from autoglm.bench.lib.errors import ServeBenchError, run_http_bench
+from autoglm.bench.lib.errors import run_http_bench
+
+
+def _swap(args: argparse.Namespace) -> int:
+    """Returns 1 when a request failed, changed version or was misrouted, so scripts notice."""
+    from autoglm.bench.swap.measure import run_swap_bench
+    from autoglm.bench.swap.report import problems, report_swap
+
+    return 1 if problems(report_swap(args, run_swap_bench(args))) else 0
 
 
 def add_swap_command(subparsers) -> None:
@@ -46,42 +51,4 @@ def add_swap_command(subparsers) -> None:
                       "version, and after the last")
     load.add_argument("--seed", type=int, default=0, help="the noise of version 2's weights")
     parser.add_argument("--output-json", type=Path, help="write settings, every switch and the request counts here")
-    parser.set_defaults(handler=partial(run_http_bench, "swap", run_swap_bench))
-
-
-def run_swap_bench(args: argparse.Namespace) -> int:
-    """Returns 1 when a request failed, changed version or was misrouted, so scripts notice."""
-    from autoglm.bench.lib.server import start_server
-    from autoglm.bench.results.report import machine_info, print_and_write
-    from autoglm.bench.swap.measure import SwapLoad, run_swaps
-    from autoglm.bench.swap.report import problems, summary_lines, swap_document
-    from autoglm.bench.swap.versions import MODEL_NAME, SECOND_VERSION, perturbed_copy, register_versions
-
-    for flag, folder in (("--model", args.model), ("--model-b", args.model_b)):
-        if folder is not None and not folder.is_dir():
-            raise ServeBenchError(f"{flag} {folder} is not a checkpoint folder")
-    work = Path(tempfile.mkdtemp(prefix="autoglm-bench-swap-"))
-    try:
-        second = args.model_b
-        if second is None:
-            print(f"writing version 2: {args.model} with perturbed weights", flush=True)
-            second = perturbed_copy(args.model, work / "version-2", args.seed)
-        register_versions(work / "registry", args.model, second)
-        serve_args = (f"--serve-models {MODEL_NAME},{MODEL_NAME}@{SECOND_VERSION} "
-                      f"--registry-dir {shlex.quote(str(work / 'registry'))} {args.serve_args}")
-        server = start_server(args.port, None, serve_args, work / "server.log")
-        try:
-            load = SwapLoad(server.base_url, args.streams, args.output_len, args.rounds, args.settle_s,
-                            args.timeout_s)
-            print(f"{args.rounds} rounds of promote and rollback, {args.streams} streams in flight", flush=True)
-            run = run_swaps(load)
-        finally:
-            server.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    settings = {name: getattr(args, name) for name in (
-        "serve_args", "streams", "output_len", "rounds", "settle_s", "seed")}
-    settings.update(model=str(args.model), model_b=None if args.model_b is None else str(args.model_b))
-    document = swap_document(settings, machine_info(), run)
-    print_and_write(summary_lines(document), document, args.output_json)
-    return 1 if problems(document) else 0
+    parser.set_defaults(handler=partial(run_http_bench, "swap", _swap))

@@ -7,9 +7,14 @@ moved to the new target: a rollback takes back a version that carries the traffi
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
+import shlex
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -17,7 +22,14 @@ from autoglm.bench.lib.client import CompletionTarget, send_request
 from autoglm.bench.lib.datasets import ServeRequest
 from autoglm.bench.lib.errors import ServeBenchError
 from autoglm.bench.lib.request_result import RequestResult
-from autoglm.bench.swap.versions import FIRST_VERSION, MODEL_NAME, SECOND_VERSION
+from autoglm.bench.lib.server import start_server
+from autoglm.bench.swap.versions import (
+    FIRST_VERSION,
+    MODEL_NAME,
+    SECOND_VERSION,
+    perturbed_copy,
+    register_versions,
+)
 
 PROMPT = "The harbour was quiet that morning, and the boats"
 STATE_POLL_S = 0.1
@@ -159,3 +171,30 @@ async def _run(load: SwapLoad) -> SwapRun:
 def run_swaps(load: SwapLoad) -> SwapRun:
     """Warm up, keep ``load.streams`` streams in flight, and promote version 2 then roll back, each round."""
     return asyncio.run(_run(load))
+
+
+def run_swap_bench(args: argparse.Namespace) -> SwapRun:
+    """Both versions registered (version 2 written first when ``--model-b`` is not given), one server started
+    on them, and its rounds of swaps; the versions and the server are gone when it returns."""
+    for flag, folder in (("--model", args.model), ("--model-b", args.model_b)):
+        if folder is not None and not folder.is_dir():
+            raise ServeBenchError(f"{flag} {folder} is not a checkpoint folder")
+    work = Path(tempfile.mkdtemp(prefix="autoglm-bench-swap-"))
+    try:
+        second = args.model_b
+        if second is None:
+            print(f"writing version 2: {args.model} with perturbed weights", flush=True)
+            second = perturbed_copy(args.model, work / "version-2", args.seed)
+        register_versions(work / "registry", args.model, second)
+        serve_args = (f"--serve-models {MODEL_NAME},{MODEL_NAME}@{SECOND_VERSION} "
+                      f"--registry-dir {shlex.quote(str(work / 'registry'))} {args.serve_args}")
+        server = start_server(args.port, None, serve_args, work / "server.log")
+        try:
+            load = SwapLoad(server.base_url, args.streams, args.output_len, args.rounds, args.settle_s,
+                            args.timeout_s)
+            print(f"{args.rounds} rounds of promote and rollback, {args.streams} streams in flight", flush=True)
+            return run_swaps(load)
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

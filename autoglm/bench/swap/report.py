@@ -3,17 +3,21 @@ to served a first token; per request, whether it failed, changed version midway 
 The results document, the figures the docs quote, and the lines printed."""
 from __future__ import annotations
 
+import argparse
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from autoglm.bench.lib.request_result import RequestResult
+from autoglm.bench.results.report import machine_info, print_and_write
 from autoglm.bench.swap.measure import SwapRun, Switch
 
 OPERATIONS = ("promote", "rollback")
 SWITCH_TIMES = ("call_s", "call_to_first_token_s", "answer_to_first_token_s")
 ERRORS_KEPT = 5
+# Options copied as they are into the settings of --output-json.
+RECORDED_OPTIONS = ("serve_args", "streams", "output_len", "rounds", "settle_s", "seed")
 
 
 def first_target_token(requests: Sequence[RequestResult], switch: Switch) -> float | None:
@@ -121,3 +125,12 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         f"loading version 2 again between rounds: {_ms(figures['standby_load_s']['median'])} median "
         f"(max {_ms(figures['standby_load_s']['max'])})",
     ]
+
+
+def report_swap(args: argparse.Namespace, run: SwapRun) -> dict[str, Any]:
+    """Print the summary and write ``--output-json``; the document both show."""
+    settings = {name: getattr(args, name) for name in RECORDED_OPTIONS}
+    settings.update(model=str(args.model), model_b=None if args.model_b is None else str(args.model_b))
+    document = swap_document(settings, machine_info(), run)
+    print_and_write(summary_lines(document), document, args.output_json)
+    return document

@@ -8,8 +8,6 @@ split their weights should set), then B's few requests alone and beside A's floo
 from __future__ import annotations
 
 import argparse
-import shlex
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -23,6 +21,14 @@ def _weights(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected A's weight and B's as A:B, e.g. 3:1; got {text!r}")
     first, second = (positive_float(part) for part in parts)
     return first, second
+
+
+def _tenants(args: argparse.Namespace) -> int:
+    """Returns 1 when any request failed, so scripts notice."""
+    from autoglm.bench.tenants.measure import run_tenants_bench
+    from autoglm.bench.tenants.report import failed_requests, report_tenants
+
+    return 1 if failed_requests(report_tenants(args, run_tenants_bench(args))) else 0
 
 
 def add_tenants_command(subparsers) -> None:
@@ -58,58 +64,4 @@ def add_tenants_command(subparsers) -> None:
                       help="seconds after A's flood that B's first request goes out (the same alone)")
     load.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-json", type=Path, help="write settings and every phase's figures here")
-    parser.set_defaults(handler=partial(run_http_bench, "tenants", run_tenants_bench))
-
-
-def run_tenants_bench(args: argparse.Namespace) -> int:
-    """Returns 1 when any request failed, so scripts notice."""
-    from autoglm.bench.lib.server import start_server
-    from autoglm.bench.lib.tenant_load import TenantLoad
-    from autoglm.bench.results.report import machine_info, print_and_write
-    from autoglm.bench.tenants.measure import phase_settings, run_phase, throughput_rounds
-    from autoglm.bench.tenants.report import failed_requests, summary_lines
-    from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants
-
-    folder = Path(tempfile.mkdtemp(prefix="autoglm-bench-tenants-"))
-    serve_args = f"{args.serve_args} --max-num-seqs {args.max_num_seqs}"
-    tenants = write_bench_tenants(folder / "tenants.yaml", dict(zip((FLOODER, VICTIM), args.weights)))
-    keyed_args = (f"{serve_args} --tenants-file {shlex.quote(str(tenants.path))} "
-                  f"--usage-db {shlex.quote(str(folder / 'usage.sqlite'))}")
-    # Both servers up at once, the throughput rounds alternating between them, so that the
-    # machine's drift over the run falls on both alike; the one not measured sits idle.
-    open_server = start_server(args.port, args.model, serve_args, folder / "server-open.log")
-    try:
-        server = start_server(args.port + 1, args.model, keyed_args, folder / "server-tenants.log")
-    except BaseException:
-        open_server.stop()
-        raise
-    try:
-        settings = phase_settings(server.base_url, tenants.keys[FLOODER], args)
-        open_rounds, keyed_rounds = throughput_rounds(
-            phase_settings(open_server.base_url, None, args), settings, tenants.keys[FLOODER], args)
-        open_server.stop()
-
-        def load(name: str, prompts: int, rate: float | None = None, start_s: float = 0.0) -> TenantLoad:
-            return TenantLoad(name, tenants.weights[name], tenants.keys[name], rate, prompts, start_s)
-
-        print(f"fairness: {FLOODER} and {VICTIM} send {args.backlog_prompts} requests each at once", flush=True)
-        fairness = run_phase(settings, "fairness", [load(FLOODER, args.backlog_prompts),
-                                                   load(VICTIM, args.backlog_prompts)])
-        victim = load(VICTIM, args.victim_prompts, args.victim_rate, args.victim_delay_s)
-        print(f"flood: {VICTIM}'s {args.victim_prompts} requests alone, then beside {args.flood_prompts} of "
-              f"{FLOODER}'s", flush=True)
-        alone = run_phase(settings, "alone", [victim])
-        flooded = run_phase(settings, "flooded", [load(FLOODER, args.flood_prompts), victim])
-    finally:
-        open_server.stop()
-        server.stop()
-
-    recorded = {name: getattr(args, name) for name in (
-        "serve_args", "max_num_seqs", "input_len", "output_len", "overhead_prompts", "rounds", "backlog_prompts",
-        "flood_prompts", "victim_prompts", "victim_rate", "victim_delay_s", "seed")}
-    recorded.update(model=settings.model, server_model_folder=args.model, weights=tenants.weights)
-    document = {"settings": recorded, "machine": machine_info(),
-                "overhead": {"open": open_rounds, "keyed": keyed_rounds}, "fairness": fairness,
-                "flood": {"alone": alone, "flooded": flooded}}
-    print_and_write(summary_lines(document), document, args.output_json)
-    return 1 if failed_requests(document) else 0
+    parser.set_defaults(handler=partial(run_http_bench, "tenants", _tenants))

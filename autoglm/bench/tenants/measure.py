@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +16,10 @@ from autoglm.bench.lib.datasets import ServeRequest, random_requests
 from autoglm.bench.lib.errors import ServeBenchError
 from autoglm.bench.lib.rate_runner import rate_label, run_at_rate, tenant_sends
 from autoglm.bench.lib.serve_metrics import aggregate
+from autoglm.bench.lib.server import start_server
 from autoglm.bench.lib.tenant_load import TenantLoad
 from autoglm.bench.lib.tenant_metrics import tenant_results
-from autoglm.bench.tenants.tenants_file import FLOODER
+from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -93,3 +96,55 @@ def throughput_rounds(open_settings: PhaseSettings, keyed_settings: PhaseSetting
         keyed_rounds.append(run_phase(keyed_settings, f"throughput-{round_index}",
                                       sender(args.overhead_prompts, api_key)))
     return open_rounds, keyed_rounds
+
+
+@dataclass(frozen=True)
+class TenantsRun:
+    """Every phase's figures (as :func:`run_phase` returns them), the served model's name and the tenants' weights."""
+
+    model: str
+    weights: dict[str, float]
+    open_rounds: list[dict[str, Any]]
+    keyed_rounds: list[dict[str, Any]]
+    fairness: dict[str, Any]
+    alone: dict[str, Any]
+    flooded: dict[str, Any]
+
+
+def run_tenants_bench(args: argparse.Namespace) -> TenantsRun:
+    """Both servers started, the throughput rounds alternating between them, then the fairness and flood
+    phases on the one with tenants; both servers are stopped when it returns."""
+    folder = Path(tempfile.mkdtemp(prefix="autoglm-bench-tenants-"))
+    serve_args = f"{args.serve_args} --max-num-seqs {args.max_num_seqs}"
+    tenants = write_bench_tenants(folder / "tenants.yaml", dict(zip((FLOODER, VICTIM), args.weights)))
+    keyed_args = (f"{serve_args} --tenants-file {shlex.quote(str(tenants.path))} "
+                  f"--usage-db {shlex.quote(str(folder / 'usage.sqlite'))}")
+    # Both servers up at once, the throughput rounds alternating between them, so that the
+    # machine's drift over the run falls on both alike; the one not measured sits idle.
+    open_server = start_server(args.port, args.model, serve_args, folder / "server-open.log")
+    try:
+        server = start_server(args.port + 1, args.model, keyed_args, folder / "server-tenants.log")
+    except BaseException:
+        open_server.stop()
+        raise
+    try:
+        settings = phase_settings(server.base_url, tenants.keys[FLOODER], args)
+        open_rounds, keyed_rounds = throughput_rounds(
+            phase_settings(open_server.base_url, None, args), settings, tenants.keys[FLOODER], args)
+        open_server.stop()
+
+        def load(name: str, prompts: int, rate: float | None = None, start_s: float = 0.0) -> TenantLoad:
+            return TenantLoad(name, tenants.weights[name], tenants.keys[name], rate, prompts, start_s)
+
+        print(f"fairness: {FLOODER} and {VICTIM} send {args.backlog_prompts} requests each at once", flush=True)
+        fairness = run_phase(settings, "fairness", [load(FLOODER, args.backlog_prompts),
+                                                   load(VICTIM, args.backlog_prompts)])
+        victim = load(VICTIM, args.victim_prompts, args.victim_rate, args.victim_delay_s)
+        print(f"flood: {VICTIM}'s {args.victim_prompts} requests alone, then beside {args.flood_prompts} of "
+              f"{FLOODER}'s", flush=True)
+        alone = run_phase(settings, "alone", [victim])
+        flooded = run_phase(settings, "flooded", [load(FLOODER, args.flood_prompts), victim])
+    finally:
+        open_server.stop()
+        server.stop()
+    return TenantsRun(settings.model, tenants.weights, open_rounds, keyed_rounds, fairness, alone, flooded)

@@ -2,17 +2,26 @@
 split between backlogged tenants, and how long the victim of a flood waited for its first token."""
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoglm.bench.lib.tenant_metrics import backlogged_shares, weight_shares
+from autoglm.bench.results.report import machine_info, print_and_write
 from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM
+
+if TYPE_CHECKING:
+    from autoglm.bench.tenants.measure import TenantsRun
 
 # The issue's goals: tenants cost under 2% of a saturated server's throughput; backlogged tenants
 # split the served tokens as their weights within 10%.
 OVERHEAD_TARGET = 0.02
 SPLIT_TOLERANCE = 0.10
+# Options copied as they are into the settings of --output-json.
+RECORDED_OPTIONS = (
+    "serve_args", "max_num_seqs", "input_len", "output_len", "overhead_prompts", "rounds", "backlog_prompts",
+    "flood_prompts", "victim_prompts", "victim_rate", "victim_delay_s", "seed")
 
 
 def median_throughput(phases: list[dict[str, Any]]) -> float:
@@ -85,3 +94,14 @@ def _phases(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def failed_requests(document: dict[str, Any]) -> int:
     return sum(phase["metrics"]["failed"] for phase in _phases(document))
+
+
+def report_tenants(args: argparse.Namespace, run: TenantsRun) -> dict[str, Any]:
+    """Print the summary and write ``--output-json``; the document both show."""
+    recorded = {name: getattr(args, name) for name in RECORDED_OPTIONS}
+    recorded.update(model=run.model, server_model_folder=args.model, weights=run.weights)
+    document = {"settings": recorded, "machine": machine_info(),
+                "overhead": {"open": run.open_rounds, "keyed": run.keyed_rounds}, "fairness": run.fairness,
+                "flood": {"alone": run.alone, "flooded": run.flooded}}
+    print_and_write(summary_lines(document), document, args.output_json)
+    return document
