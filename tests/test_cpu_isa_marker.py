@@ -23,7 +23,7 @@ def selected_test_files(*paths: str) -> Counter[str]:
 
 def test_the_marker_selects_kernel_and_quantized_path_tests_and_leaves_the_scheduler_out() -> None:
     kernels, quantized, scheduler = ("tests/kernels/test_cpu_attention.py", "tests/models/test_quantization_kernels.py",
-                                     "tests/engine/test_scheduler.py")
+                                     "tests/engine/sched/test_scheduler.py")
     files = selected_test_files(kernels, quantized, scheduler)
     assert files[kernels] > 20 and files[quantized] > 20, files
     assert scheduler not in files
