@@ -22,7 +22,7 @@ def _config(args: argparse.Namespace, **overrides: object) -> AutoGLMConfig:
 
 
 def _registry(args: argparse.Namespace) -> Registry:
-    return registry_from_config(_config(args))
+    return registry_from_config(_config(args).server_config().versions)
 
 
 def _held_out_perplexity(args: argparse.Namespace, checkpoint: Path) -> float:

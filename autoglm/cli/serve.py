@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from autoglm.cli.settings import add_config_arguments, announce_model, config_from_args
 
 if TYPE_CHECKING:
-    from autoglm.config import AutoGLMConfig
+    from autoglm.config import ServerConfig
 
 # Status when the model fails to load.
 EXIT_LOAD_FAILED = 1
@@ -39,10 +39,11 @@ def run_server(args: argparse.Namespace) -> int:
     from autoglm.server.http.draining_server import DrainingServer
     from autoglm.server.http.uvicorn_config import uvicorn_config
 
-    config = config_from_args(args)
-    if not config.serve_models:  # else the registry's versions are served, each checked as it loads
-        announce_model(config)
-        resolve_model_path(config.model)  # a missing folder is a usage error, reported before the server starts
+    settings = config_from_args(args)
+    if not settings.serve_models:  # else the registry's versions are served, each checked as it loads
+        announce_model(settings)
+        resolve_model_path(settings.model)  # a missing folder is a usage error, reported before the server starts
+    config = settings.server_config()  # what the server reads, split once here
     if args.ray:
         return _run_on_ray(config)
     _configure_logging()
@@ -59,7 +60,7 @@ def run_server(args: argparse.Namespace) -> int:
     return server.exit_code
 
 
-def _run_on_ray(config: AutoGLMConfig) -> int:
+def _run_on_ray(config: ServerConfig) -> int:
     from autoglm.server.ray_serve import require_ray
 
     require_ray()

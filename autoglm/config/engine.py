@@ -5,7 +5,7 @@ since workers receive it pickled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoglm.config.sources import ConfigError
 from autoglm.config.speculative import SpeculativeConfig
@@ -96,3 +96,7 @@ class EngineConfig:
     scheduler: SchedulerConfig
     parallel: ParallelConfig
     speculative: SpeculativeConfig | None  # None: speculative decoding is off
+
+    def for_model(self, checkpoint: str) -> EngineConfig:
+        """These settings for another checkpoint, read with its own tokenizer (a server's other versions)."""
+        return replace(self, model=replace(self.model, model=checkpoint, tokenizer=None))

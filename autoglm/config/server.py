@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from autoglm.config.engine import EngineConfig
+from autoglm.config.sources import ConfigError
 
 
 @dataclass(frozen=True)
@@ -96,3 +97,15 @@ class ServerConfig:
     versions: VersionsConfig
     ray: RayConfig
     engine: EngineConfig
+
+    def check_ray_rate_limits(self) -> None:
+        """On Ray with several replicas, tenants' limits must be counted in one place: each replica counting in
+        its own memory would give a tenant its budget once per replica. A tenants file without limits is
+        refused too, since a reload can add them at any time."""
+        most = self.ray.ray_max_replicas
+        if most > 1 and self.tenants.tenants_file is not None and self.tenants.rate_limit_storage == "memory://":
+            raise ConfigError(
+                f"serving on Ray with up to {most} replicas (ray_max_replicas) and a tenants_file "
+                "needs rate_limit_storage: redis://HOST:PORT[/DB], which every replica shares; with 'memory://' "
+                "each replica would count the tenants' limits on its own (or set ray_max_replicas: 1)"
+            )

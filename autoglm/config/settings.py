@@ -733,17 +733,6 @@ class AutoGLMConfig(BaseModel):
             engine=self.engine_config(),
         )
 
-    def check_ray_rate_limits(self) -> None:
-        """On Ray with several replicas, tenants' limits must be counted in one place: each replica counting in
-        its own memory would give a tenant its budget once per replica. A tenants file without limits is
-        refused too, since a reload can add them at any time."""
-        if self.ray_max_replicas > 1 and self.tenants_file is not None and self.rate_limit_storage == "memory://":
-            raise ConfigError(
-                f"serving on Ray with up to {self.ray_max_replicas} replicas (ray_max_replicas) and a tenants_file "
-                "needs rate_limit_storage: redis://HOST:PORT[/DB], which every replica shares; with 'memory://' "
-                "each replica would count the tenants' limits on its own (or set ray_max_replicas: 1)"
-            )
-
     @field_validator("dtype", "kv_cache_dtype", mode="before")
     @classmethod
     def _canonical_dtype(cls, value: object, info: ValidationInfo) -> object:

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.config import AutoGLMConfig, EngineConfig
+from autoglm.config import EngineConfig
 from autoglm.engine.async_engine import AsyncEngine
 from autoglm.engine.errors import EngineBrokenError
 from autoglm.engine.heartbeat import EngineHeartbeat
@@ -84,21 +84,19 @@ class TensorParallelGroupInUse(RuntimeError):
     """A server may not build a second tensor-parallel engine: it would close the one serving."""
 
 
-def engine_builder(config: AutoGLMConfig) -> EngineBuilder:
-    """An engine of `config`'s model, built when called, handed only the engine's part of the settings.
+def engine_builder(config: EngineConfig) -> EngineBuilder:
+    """An engine of `config`'s model, built when called.
 
     A process holds one tensor-parallel group, and a new tensor-parallel engine closes the one before
     it (what a script replacing its ``LLM`` wants); a server loading another version beside the one it
     serves must not, so the build is refused instead.
     """
-    engine_config = config.engine_config()
-
     def build() -> LLMEngine:
-        if engine_config.parallel.tensor_parallel_size > 1 and group_in_use():
+        if config.parallel.tensor_parallel_size > 1 and group_in_use():
             raise TensorParallelGroupInUse(
                 "this server already runs a tensor-parallel engine, and a process holds one tensor-parallel "
                 "group: unload that version first, or serve this one from a server of its own")
-        return LLMEngine(engine_config)
+        return LLMEngine(config)
 
     return build
 

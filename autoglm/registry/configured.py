@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config.server import VersionsConfig
 from autoglm.registry.base import Registry
 from autoglm.registry.directory import DirectoryRegistry
 from autoglm.user_data import user_data_dir
@@ -14,7 +14,7 @@ def default_registry_dir() -> Path:
     return user_data_dir() / "registry"
 
 
-def registry_from_config(config: AutoGLMConfig) -> Registry:
+def registry_from_config(config: VersionsConfig) -> Registry:
     """The backend of the ``registry`` setting, at ``registry_dir`` (or its default folder)."""
     if config.registry == "mlflow":
         from autoglm.registry.mlflow_registry import MlflowRegistry  # the optional extra, imported only here

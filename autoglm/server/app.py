@@ -13,7 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
 from autoglm import __version__
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.engine.client import EngineBuilder, engine_builder
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
@@ -63,31 +63,32 @@ async def metrics(raw: Request, state: ServerState = State) -> Response:
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-def build_app(config: AutoGLMConfig, load_engine: EngineBuilder | None = None,
+def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
               on_load_failure: Callable[[], None] | None = None,
               on_engine_broken: Callable[[], None] | None = None,
               limit_windows: LimitWindows = LimitWindows(), registry: Registry | None = None,
               load_version: EngineLoader | None = None) -> FastAPI:
     """An app that starts loading the model when it starts, answering 503 until the model is ready.
 
-    With serve_models set it serves those versions of `registry` (default: the one the settings name), each
-    engine built by `load_version` (default: an LLMEngine of its checkpoint); else the one model
-    `load_engine` builds (default: an LLMEngine from `config`). `on_load_failure` is called if loading
-    raises (the server cannot serve anything after that), `on_engine_broken` (from any thread) if a loaded
-    engine breaks for good (a tensor-parallel worker died). `limit_windows` shortens the tenants'
-    rate-limit windows, for tests.
+    `config` is the server's part of the user's settings, split once where the server starts
+    (``AutoGLMConfig.server_config()``: `autoglm serve`, Ray's application builder, the tests). With
+    serve_models set it serves those versions of `registry` (default: the one the settings name), each engine
+    built by `load_version` (default: an LLMEngine of its checkpoint); else the one model `load_engine` builds
+    (default: an LLMEngine from `config.engine`). `on_load_failure` is called if loading raises (the server
+    cannot serve anything after that), `on_engine_broken` (from any thread) if a loaded engine breaks for good
+    (a tensor-parallel worker died). `limit_windows` shortens the tenants' rate-limit windows, for tests.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
     limiter = None
     if keyring is None:
         logger.warning("neither tenants_file nor api_key is set: anyone who reaches the server may use it")
     else:  # a Redis URL without its client stops the start
-        limiter = TenantRateLimiter(rate_limit_storage(config.rate_limit_storage), limit_windows)
-    if config.serve_models and registry is None:
-        registry = registry_from_config(config)
-    state = ServerState(config, keyring, registry if config.serve_models else None, load_version)
+        limiter = TenantRateLimiter(rate_limit_storage(config.tenants.rate_limit_storage), limit_windows)
+    if config.versions.serve_models and registry is None:
+        registry = registry_from_config(config.versions)
+    state = ServerState(config, keyring, registry if config.versions.serve_models else None, load_version)
     state.pool.on_engine_broken = on_engine_broken
-    load = load_engine or engine_builder(config)
+    load = load_engine or engine_builder(config.engine)
 
     def loaded(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and on_load_failure is not None:
@@ -97,9 +98,9 @@ def build_app(config: AutoGLMConfig, load_engine: EngineBuilder | None = None,
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(state.load(load))
         loading.add_done_callback(loaded)
-        stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.log_stats_interval_s))
+        stats = asyncio.create_task(log_engine_stats(state.engine_stats, config.http.log_stats_interval_s))
         usage = state.usage
-        usage_flushes = (asyncio.create_task(usage.flush_periodically(config.usage_flush_interval_s))
+        usage_flushes = (asyncio.create_task(usage.flush_periodically(config.tenants.usage_flush_interval_s))
                          if usage is not None else None)
         yield
         loading.cancel()
@@ -109,7 +110,7 @@ def build_app(config: AutoGLMConfig, load_engine: EngineBuilder | None = None,
             usage_flushes.cancel()
             await usage.close()  # what the last requests added
 
-    docs = config.enable_api_docs
+    docs = config.http.enable_api_docs
     app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
@@ -127,21 +128,23 @@ def build_app(config: AutoGLMConfig, load_engine: EngineBuilder | None = None,
     return app
 
 
-def _add_middleware(app: FastAPI, config: AutoGLMConfig, metrics: ServerMetrics, keyring: KeyRing | None,
+def _add_middleware(app: FastAPI, config: ServerConfig, metrics: ServerMetrics, keyring: KeyRing | None,
                     limiter: TenantRateLimiter | None, routes: list[BaseRoute]) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
     with a valid key where keys are needed; every answer to a key of a tenant with limits says
     what is left of its budget."""
-    app.add_middleware(RequestBodyMiddleware, max_bytes=config.max_request_body_bytes,
-                       read_timeout_s=config.body_read_timeout_s)
+    app.add_middleware(RequestBodyMiddleware, max_bytes=config.http.max_request_body_bytes,
+                       read_timeout_s=config.http.body_read_timeout_s)
     if limiter is not None:
         app.add_middleware(RateLimitMiddleware, limiter=limiter)
     if keyring is not None:
-        app.add_middleware(AuthenticationMiddleware, keyring=keyring, keyed_metrics=config.metrics_require_key)
-    if config.cors_allowed_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_allowed_origins),
+        app.add_middleware(AuthenticationMiddleware, keyring=keyring,
+                           keyed_metrics=config.tenants.metrics_require_key)
+    if config.http.cors_allowed_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.http.cors_allowed_origins),
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
-    app.add_middleware(HostAllowListMiddleware, allowed=config.allowed_hosts or default_allowed_hosts(config.host))
+    allowed_hosts = config.http.allowed_hosts or default_allowed_hosts(config.http.host)
+    app.add_middleware(HostAllowListMiddleware, allowed=allowed_hosts)
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)
     app.add_middleware(RequestIdMiddleware)

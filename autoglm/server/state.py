@@ -8,7 +8,7 @@ from http import HTTPStatus
 
 from fastapi import Request
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.engine.client import EngineBuilder, EngineClient
 from autoglm.engine.stats import EngineStats
 from autoglm.model_paths import DEFAULT_MODEL_NAME
@@ -31,27 +31,27 @@ from autoglm.server.observability.tracking import RequestTracker
 logger = logging.getLogger(__name__)
 
 
-def served_model_name(config: AutoGLMConfig) -> str:
+def served_model_name(config: ServerConfig) -> str:
     """The name requests use for the model by default: the first served from the registry, else as configured,
     else as given on the command line."""
-    if config.serve_models:
-        return model_name_of(config.serve_models[0])
-    return config.served_model_name or config.model or DEFAULT_MODEL_NAME
+    if config.versions.serve_models:
+        return model_name_of(config.versions.serve_models[0])
+    return config.http.served_model_name or config.engine.model.model or DEFAULT_MODEL_NAME
 
 
 class ServerState:
     """Shared by every route of one app.
 
-    Without a `registry` the server serves one model, `config.model`, under one name; with one it serves the
-    versions `config.serve_models` names, and `lifecycle` changes them while it runs. With keys (`keyring`),
-    each tenant's usage is counted in the usage_db file.
+    Without a `registry` the server serves one model, `config.engine.model.model`, under one name; with one it
+    serves the versions `config.versions.serve_models` names, and `lifecycle` changes them while it runs. With
+    keys (`keyring`), each tenant's usage is counted in the usage_db file.
     """
 
-    def __init__(self, config: AutoGLMConfig, keyring: KeyRing | None = None, registry: Registry | None = None,
+    def __init__(self, config: ServerConfig, keyring: KeyRing | None = None, registry: Registry | None = None,
                  load_version: EngineLoader | None = None) -> None:
         self.config = config
         self.keyring = keyring
-        self.usage = UsageLedger(config.usage_db or str(default_usage_db())) if keyring is not None else None
+        self.usage = UsageLedger(config.tenants.usage_db or str(default_usage_db())) if keyring is not None else None
         self.model_name = served_model_name(config)
         self.created = int(time.time())
         self.load_error: str | None = None
@@ -60,7 +60,8 @@ class ServerState:
         self.metrics = ServerMetrics(self.model_name, self.engine_stats_by_version,
                                      keyring.has_tenant if keyring is not None else lambda _: False)
         self.response_cache = response_cache_from_config(config, self.metrics)
-        self.pool = VersionPool(config, self.metrics, config.max_loaded_versions if registry is not None else 1)
+        capacity = config.versions.max_loaded_versions if registry is not None else 1
+        self.pool = VersionPool(config, self.metrics, capacity)
         self.router = ModelRouter(self.pool, self.model_name)
         self.lifecycle = (ModelLifecycle(config, registry, self.pool, self.router, load_version)
                           if registry is not None else None)
@@ -127,7 +128,7 @@ class ServerState:
     def check_not_stalled(self) -> None:
         """Refuse with 503 while an engine has had work but ended no step for engine_stall_timeout_s: its
         requests are stuck, whatever else answers."""
-        limit = self.config.engine_stall_timeout_s
+        limit = self.config.http.engine_stall_timeout_s
         stalled = [(served.version_id, seconds) for served in self.pool.held()
                    if (seconds := served.engine.heartbeat.stalled_for()) > limit]
         if stalled:
@@ -152,7 +153,7 @@ class ServerState:
         principal = request_principal(request)
         return RequestTracker(f"{id_prefix}-{uuid.uuid4().hex}", self.metrics,
                               tenant=principal.tenant.id if principal is not None else None, usage=self.usage,
-                              prompt=prompt if self.config.log_prompts else None,
+                              prompt=prompt if self.config.http.log_prompts else None,
                               client_request_id=client_request_id(request))
 
     async def load(self, load_engine: EngineBuilder) -> None:
@@ -160,7 +161,7 @@ class ServerState:
         serve_models names, or else the one model `load_engine` builds."""
         try:
             if self.lifecycle is not None:
-                await self.lifecycle.serve_at_start(self.config.serve_models)
+                await self.lifecycle.serve_at_start(self.config.versions.serve_models)
             else:
                 await self.pool.load(self.model_name, "", load_engine)
                 self.router.routes[self.model_name] = ModelRoutes(self.model_name, "")
@@ -175,7 +176,7 @@ class ServerState:
     async def drain(self) -> None:
         """Refuse new requests, then give the open ones up to drain_timeout_s to finish."""
         self.draining = True
-        timeout_s = self.config.drain_timeout_s
+        timeout_s = self.config.http.drain_timeout_s
         logger.info("draining: waiting up to %gs for %d open requests", timeout_s, self.pool.num_in_flight())
         if not await self.pool.wait_until_idle(timeout_s):
             logger.warning("drain_timeout_s passed with %d requests still open; they end now",

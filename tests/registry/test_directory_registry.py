@@ -186,6 +186,7 @@ def test_the_file_is_plain_json_with_the_absolute_checkpoint_path(registry, chec
 
 
 def test_the_settings_choose_the_folder(tmp_path, monkeypatch):
-    assert registry_from_config(AutoGLMConfig(registry_dir=str(tmp_path / "r"))).root == tmp_path / "r"
+    versions = AutoGLMConfig(registry_dir=str(tmp_path / "r")).server_config().versions
+    assert registry_from_config(versions).root == tmp_path / "r"
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert registry_from_config(AutoGLMConfig()).root == tmp_path / "data" / "autoglm" / "registry"
+    assert registry_from_config(AutoGLMConfig().server_config().versions).root == tmp_path / "data" / "autoglm" / "registry"

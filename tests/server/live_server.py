@@ -87,7 +87,7 @@ class RunningServer:
 def start_server(model: Path, load_engine: Callable[[], LLMEngine] | None = None, wait_ready: bool = True,
                  limit_windows: LimitWindows = LimitWindows(), **settings: object) -> RunningServer:
     """Serve `model` from a uvicorn thread; by default, return once /health answers 200."""
-    config = AutoGLMConfig(model=str(model), **{**BASE_SETTINGS, **settings})
+    config = AutoGLMConfig(model=str(model), **{**BASE_SETTINGS, **settings}).server_config()
     app = build_app(config, load_engine=load_engine, limit_windows=limit_windows)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

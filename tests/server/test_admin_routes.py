@@ -127,7 +127,7 @@ def test_a_server_without_keys_has_no_admin_routes_and_open_metrics(server):
 
 def test_keyed_metrics_need_keys_to_check(chat_model):
     with pytest.raises(ConfigError, match="metrics_require_key needs keys"):
-        build_app(AutoGLMConfig(model=str(chat_model), metrics_require_key=True))
+        build_app(AutoGLMConfig(model=str(chat_model), metrics_require_key=True).server_config())
 
 
 def test_admin_refusals_are_counted_under_their_route(admin_server, tenants):

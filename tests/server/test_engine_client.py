@@ -14,7 +14,7 @@ from tests.server.live_server import BASE_SETTINGS
 
 def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
     config = AutoGLMConfig(model=str(chat_model), **BASE_SETTINGS)
-    client = open_client(engine_builder(config), max_waiting_requests=4, request_timeout_s=60)
+    client = open_client(engine_builder(config.engine_config()), max_waiting_requests=4, request_timeout_s=60)
     engine = client.engine
     assert isinstance(client, EngineClient)
     assert client.config == config.engine_config() and client.model_path == engine.model_path
@@ -41,6 +41,7 @@ def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
 def test_a_second_tensor_parallel_engine_is_refused_while_one_serves(chat_model, monkeypatch):
     """A hot swap must not build a tensor-parallel engine beside the one serving: it would close it."""
     monkeypatch.setattr(worker_group, "_member", object())  # a group held by the serving engine
-    build = engine_builder(AutoGLMConfig(model=str(chat_model), tensor_parallel_size=2, **BASE_SETTINGS))
+    config = AutoGLMConfig(model=str(chat_model), tensor_parallel_size=2, **BASE_SETTINGS)
+    build = engine_builder(config.engine_config())
     with pytest.raises(TensorParallelGroupInUse, match="unload that version first"):
         build()

@@ -164,7 +164,7 @@ def test_repeated_prompt_reports_cached_tokens(server):
     client = server.openai()
     first = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1)
     second = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1)
-    block_size = server.state.config.block_size
+    block_size = server.state.config.engine.cache.block_size
     assert first.usage.prompt_tokens > block_size and first.usage.prompt_tokens_details.cached_tokens == 0
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert 0 < cached < second.usage.prompt_tokens and cached % block_size == 0  # whole blocks only

@@ -2,14 +2,17 @@
 rollback's window, which versions stay loaded, who may use the model admin routes."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from starlette.requests import Request
 
+from autoglm.config import AutoGLMConfig
 from autoglm.server.openai.errors import APIError
 from autoglm.server.versions.admin_routes import check_model_admin
 from autoglm.server.versions.auto_rollback import CanaryWatch, RollbackThresholds
 from autoglm.server.versions.canary import CanarySplit
-from autoglm.server.versions.pool import kv_cache_share
+from autoglm.server.versions.pool import kv_cache_share, version_config
 from autoglm.server.versions.routing import ModelRoutes
 from autoglm.server.observability.tracking import RequestOutcome
 
@@ -21,6 +24,16 @@ def test_each_version_gets_an_equal_share_of_the_kv_budget():
     assert kv_cache_share(3 * 1024**2, 3) == 1024**2
     assert kv_cache_share(0.9, 3) == pytest.approx(0.3)
     assert kv_cache_share("auto", 3) == "auto"
+
+
+def test_a_version_runs_the_servers_engine_settings_on_its_own_checkpoint_and_kv_share():
+    config = AutoGLMConfig(model="/models/served", tokenizer="/tokenizers/served", kv_cache_memory="6MiB",
+                           max_loaded_versions=3, block_size=32, api_key="agk-secret").server_config()
+    engine = version_config(config, Path("/registry/m/2"))
+    assert engine.model.model == "/registry/m/2" and engine.model.tokenizer is None
+    assert engine.cache.kv_cache_memory == 2 * 1024**2 and engine.cache.block_size == 32
+    assert engine.scheduler == config.engine.scheduler and engine.device == config.engine.device
+    assert config.engine.model.model == "/models/served"  # the server's own settings stay as they were
 
 
 def test_the_canary_takes_a_deterministic_share_of_routing_keys():

@@ -31,7 +31,7 @@ MIXED_RULES = "^/(v1/(chat/)?completions|tokenize|detokenize)$"
 @pytest.fixture(scope="module")
 def document() -> dict:
     """The document of an app that has not loaded its model: it is read from the routes alone."""
-    return build_app(AutoGLMConfig()).openapi()
+    return build_app(AutoGLMConfig().server_config()).openapi()
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def full_document(tmp_path_factory) -> dict:
     """The document of an app with keys and a registry, so with the tenant and model admin routes too."""
     config = AutoGLMConfig(api_key="agk-openapi-test-key", serve_models=("tiny",),
                            registry_dir=str(tmp_path_factory.mktemp("registry")))
-    return build_app(config).openapi()
+    return build_app(config.server_config()).openapi()
 
 
 def operations(document: dict):
@@ -110,7 +110,7 @@ def test_a_body_the_schema_allows_is_accepted_and_one_the_server_refuses_the_sch
 
 
 def test_the_priority_range_is_the_servers_setting():
-    schemas = build_app(AutoGLMConfig(max_abs_priority=7)).openapi()["components"]["schemas"]
+    schemas = build_app(AutoGLMConfig(max_abs_priority=7).server_config()).openapi()["components"]["schemas"]
     priority = schemas["CompletionRequest"]["properties"]["priority"]
     assert (priority["minimum"], priority["maximum"]) == (-7, 7)
 

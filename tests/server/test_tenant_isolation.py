@@ -40,7 +40,7 @@ def cached_tokens(server, key: str, prompt: str) -> tuple[int, int]:
 
 def full_hit(server, prompt_tokens: int) -> int:
     """What the cache can serve of a prompt: its whole blocks, short of the last token."""
-    block_size = server.state.config.block_size
+    block_size = server.state.config.engine.cache.block_size
     return (prompt_tokens - 1) // block_size * block_size
 
 

@@ -160,7 +160,7 @@ def test_the_one_api_key_setting_keys_the_server(chat_model):
 
 def test_an_open_server_says_so_in_one_warning(chat_model, caplog):
     with caplog.at_level(logging.WARNING, logger="autoglm.server.app"):
-        build_app(AutoGLMConfig(model=str(chat_model)))
+        build_app(AutoGLMConfig(model=str(chat_model)).server_config())
     assert [record.getMessage() for record in caplog.records] == [
         "neither tenants_file nor api_key is set: anyone who reaches the server may use it"]
 
@@ -169,13 +169,13 @@ def test_a_bad_tenants_file_stops_the_start(chat_model, tmp_path):
     bad = tmp_path / "tenants.yaml"
     bad.write_text("tenants:\n  - id: team\n    role: owner\n")
     with pytest.raises(TenantsFileError, match=r"tenant 'team': role"):
-        build_app(AutoGLMConfig(model=str(chat_model), tenants_file=str(bad)))
+        build_app(AutoGLMConfig(model=str(chat_model), tenants_file=str(bad)).server_config())
 
 
 def test_tenants_file_and_api_key_together_are_refused(chat_model, tmp_path):
     config = AutoGLMConfig(model=str(chat_model), tenants_file=str(tmp_path / "t.yaml"), api_key="agk-x")
     with pytest.raises(ConfigError, match="tenants_file and api_key are both set"):
-        build_app(config)
+        build_app(config.server_config())
 
 
 def test_the_api_key_setting_is_not_printed_with_the_settings():

@@ -128,7 +128,7 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         tool_use = plan_tool_use(body, engine.tokenizer.chat_template)
         constraint = _output_constraint(body, tool_use)
         params = chat_sampling_params(body, engine.inputs.check_params,
-                                      state.config.max_sequences_per_request, constraint)
+                                      state.config.http.max_sequences_per_request, constraint)
         await check_tool_schemas(engine, body)  # first: a forced call's grammar is then a cache hit
         await compile_grammar(engine, constraint)
         tools = tool_use.template_tools if tool_use is not None else None

@@ -43,7 +43,7 @@ async def create_completion(raw: Request, state: ServerState, body: CompletionRe
         body = capped_max_tokens(raw, body)
         constraint = requested_constraint(body)
         params = completion_sampling_params(body, engine.inputs.check_params,
-                                            state.config.max_sequences_per_request, constraint)
+                                            state.config.http.max_sequences_per_request, constraint)
         await compile_grammar(engine, constraint)
         prompts = await tokenize_prompts(served.tokenizers, body.prompts)
         tracker.on_tokens = await admit_generation(raw, body, params, [len(prompt.token_ids) for prompt in prompts],

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.server.openai.errors import RETRY_AFTER_S, ErrorResponse
 from autoglm.server.openai.responses import ChatCompletionChunk, ChatCompletionResponse, CompletionResponse
 from autoglm.server.openai.schema_bounds import TOKEN_IDS, TOKENIZE_ONE_OF, request_field_bounds
@@ -105,7 +105,7 @@ _ANSWER_MODELS: tuple[type[BaseModel], ...] = (ErrorResponse, CompletionResponse
                                                ChatCompletionChunk)
 
 
-def install_openapi(app: FastAPI, config: AutoGLMConfig) -> None:
+def install_openapi(app: FastAPI, config: ServerConfig) -> None:
     """Serve the rewritten document at /openapi.json (and so in /docs), built once on first use."""
     fastapi_document = app.openapi
 
@@ -114,7 +114,7 @@ def install_openapi(app: FastAPI, config: AutoGLMConfig) -> None:
         with warnings.catch_warnings():  # the ids of a route of several methods, made unique below
             warnings.filterwarnings("ignore", "Duplicate Operation ID", UserWarning)
             described = _describe_answers(fastapi_document())
-        _state_bounds(described, request_field_bounds(config.max_abs_priority))
+        _state_bounds(described, request_field_bounds(config.engine.scheduler.max_abs_priority))
         return described
 
     app.openapi = document  # type: ignore[method-assign]

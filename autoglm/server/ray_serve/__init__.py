@@ -21,7 +21,7 @@ def app_builder(args: dict[str, Any]) -> Application:
 
     settings = dict(args)
     config = AutoGLMConfig.from_sources(settings.pop("config", None), overrides=settings)
-    return build_application(config)
+    return build_application(config.server_config())
 
 
 class RayNotInstalledError(ValueError):

@@ -14,7 +14,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.config import RequestRouterConfig
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.server.ray_serve.engine_replica import EngineReplica
 from autoglm.server.ray_serve.ingress import Ingress, PrefixRouting
 from autoglm.server.ray_serve.request_router import PrefixAffinityRouter
@@ -25,40 +25,41 @@ INGRESS_DEPLOYMENT = "AutoGLMIngress"
 INGRESS_MAX_ONGOING_REQUESTS = 10_000
 
 
-def target_ongoing_requests(config: AutoGLMConfig) -> float:
-    return config.ray_target_ongoing_requests or config.max_num_seqs
+def target_ongoing_requests(config: ServerConfig) -> float:
+    return config.ray.ray_target_ongoing_requests or config.engine.scheduler.max_num_seqs
 
 
-def replica_count_options(config: AutoGLMConfig) -> dict[str, Any]:
+def replica_count_options(config: ServerConfig) -> dict[str, Any]:
     """A fixed number of replicas, or Ray Serve's autoscaling between the two bounds."""
-    if config.ray_min_replicas == config.ray_max_replicas:
-        return {"num_replicas": config.ray_min_replicas}
-    return {"autoscaling_config": {"min_replicas": config.ray_min_replicas,
-                                   "max_replicas": config.ray_max_replicas,
+    if config.ray.ray_min_replicas == config.ray.ray_max_replicas:
+        return {"num_replicas": config.ray.ray_min_replicas}
+    return {"autoscaling_config": {"min_replicas": config.ray.ray_min_replicas,
+                                   "max_replicas": config.ray.ray_max_replicas,
                                    "target_ongoing_requests": target_ongoing_requests(config)}}
 
 
-def engine_options(config: AutoGLMConfig) -> dict[str, Any]:
+def engine_options(config: ServerConfig) -> dict[str, Any]:
     """The engine deployment's options, prefix-affinity routing included when it is on."""
     options: dict[str, Any] = {
         **replica_count_options(config),
-        "ray_actor_options": {"num_cpus": config.num_threads or 1, "num_gpus": config.ray_num_gpus},
-        "max_ongoing_requests": config.max_num_seqs + config.max_waiting_requests,
-        "graceful_shutdown_timeout_s": config.drain_timeout_s,
+        "ray_actor_options": {"num_cpus": config.engine.device.num_threads or 1,
+                              "num_gpus": config.ray.ray_num_gpus},
+        "max_ongoing_requests": config.engine.scheduler.max_num_seqs + config.http.max_waiting_requests,
+        "graceful_shutdown_timeout_s": config.http.drain_timeout_s,
     }
-    if config.ray_prefix_routing:
+    if config.ray.ray_prefix_routing:
         options["request_router_config"] = RequestRouterConfig(
             request_router_class=PrefixAffinityRouter,
             request_router_kwargs={"busy_requests": target_ongoing_requests(config)})
     return options
 
 
-def build_application(config: AutoGLMConfig) -> Application:
+def build_application(config: ServerConfig) -> Application:
     """The application; a ConfigError for settings that several replicas cannot honour together."""
     config.check_ray_rate_limits()
     engine = serve.deployment(EngineReplica, name=ENGINE_DEPLOYMENT, **engine_options(config))
     ingress = serve.deployment(Ingress, name=INGRESS_DEPLOYMENT, num_replicas=1,
                                ray_actor_options={"num_cpus": 0},
                                max_ongoing_requests=INGRESS_MAX_ONGOING_REQUESTS)
-    routing = PrefixRouting(config.ray_prefix_routing, config.ray_prefix_routing_chars)
+    routing = PrefixRouting(config.ray.ray_prefix_routing, config.ray.ray_prefix_routing_chars)
     return ingress.bind(engine.bind(config), routing)

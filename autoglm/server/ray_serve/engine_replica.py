@@ -20,7 +20,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from ray import serve
 from starlette.types import Message, Scope
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.server.tenants.admin_routes import reload_tenants
 from autoglm.server.app import build_app
 from autoglm.server.ray_serve.asgi_call import call_asgi
@@ -38,7 +38,7 @@ _LOAD_POLL_S = 0.05
 class EngineReplica:
     """A deployment class: Ray builds one per replica, in its own process."""
 
-    async def __init__(self, config: AutoGLMConfig) -> None:
+    async def __init__(self, config: ServerConfig) -> None:
         self._broken = False
         self._metrics_server: ThreadingWSGIServer | None = None
         self._lifespan = contextlib.AsyncExitStack()
@@ -54,10 +54,11 @@ class EngineReplica:
         self._broadcasts: set[asyncio.Future[list[object]]] = set()  # held until done, so none is collected
         if self._state.lifecycle is not None:
             self._state.lifecycle.on_automatic_rollback = self._end_canary_on_every_replica
-        if config.ray_metrics_port is not None:
-            port = config.ray_metrics_port + context.rank.local_rank
-            self._metrics_server, _ = start_http_server(port, addr=config.host, registry=self._state.metrics.registry)
-            logger.info("replica %s serves its metrics on %s:%d", context.replica_tag, config.host, port)
+        if config.ray.ray_metrics_port is not None:
+            port = config.ray.ray_metrics_port + context.rank.local_rank
+            self._metrics_server, _ = start_http_server(port, addr=config.http.host,
+                                                        registry=self._state.metrics.registry)
+            logger.info("replica %s serves its metrics on %s:%d", context.replica_tag, config.http.host, port)
 
     async def _wait_until_loaded(self) -> None:
         """Until the app has loaded its model; a failed load fails the replica's start (Ray retries it)."""

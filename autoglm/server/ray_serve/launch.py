@@ -17,7 +17,7 @@ from types import FrameType
 import ray
 from ray import serve
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.server.ray_serve.application import ENGINE_DEPLOYMENT, build_application
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ APP_NAME = "autoglm"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def run_on_ray(config: AutoGLMConfig) -> int:
+def run_on_ray(config: ServerConfig) -> int:
     config.check_ray_rate_limits()  # before starting a cluster for nothing
     ray.init()
     signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # safe to fill from a signal handler
@@ -42,13 +42,13 @@ def run_on_ray(config: AutoGLMConfig) -> int:
     for stop_signal in STOP_SIGNALS:  # after ray.init, which installs its own
         signal.signal(stop_signal, stop)
     signal.signal(signal.SIGHUP, lambda signum, _: signals.put(signum))
-    serve.start(http_options={"host": config.host, "port": config.port})
+    serve.start(http_options={"host": config.http.host, "port": config.http.port})
     serve.run(build_application(config), name=APP_NAME, route_prefix="/")
-    logger.info("serving on http://%s:%d through Ray Serve (replicas: %d to %d)", config.host, config.port,
-                config.ray_min_replicas, config.ray_max_replicas)
+    logger.info("serving on http://%s:%d through Ray Serve (replicas: %d to %d)", config.http.host, config.http.port,
+                config.ray.ray_min_replicas, config.ray.ray_max_replicas)
     while signals.get() == signal.SIGHUP:
         reload_every_replica()
-    logger.info("stopping: the replicas finish their requests for up to %gs", config.drain_timeout_s)
+    logger.info("stopping: the replicas finish their requests for up to %gs", config.http.drain_timeout_s)
     serve.delete(APP_NAME)
     return 0
 

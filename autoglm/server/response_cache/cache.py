@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from autoglm.config import AutoGLMConfig, ConfigError
+from autoglm.config import ConfigError, ServerConfig
 from autoglm.engine.sequence import TenantTag
 from autoglm.sampling_params import SamplingParams
 from autoglm.server.observability.metrics import ServerMetrics
@@ -90,19 +90,20 @@ class CacheLookup:
         return {CACHE_HEADER: self.outcome.value}
 
 
-def response_cache_from_config(config: AutoGLMConfig, metrics: ServerMetrics) -> ResponseCache | None:
+def response_cache_from_config(config: ServerConfig, metrics: ServerMetrics) -> ResponseCache | None:
     """The cache the response_cache setting names; None when it is off. A Redis URL without its client
     stops the start."""
-    if config.response_cache is None:
+    cache = config.response_cache
+    if cache.response_cache is None:
         return None
     store: CacheStore
-    if config.response_cache == MEMORY:
-        store = MemoryStore(config.response_cache_max_bytes, config.response_cache_ttl_s)
+    if cache.response_cache == MEMORY:
+        store = MemoryStore(cache.response_cache_max_bytes, cache.response_cache_ttl_s)
     else:
         try:
             from autoglm.server.response_cache.redis_store import RedisStore
         except ImportError as error:
             raise ConfigError(f"response_cache is a Redis URL, but its client cannot be loaded ({error}); "
                               f"install it with: pip install '{REDIS_EXTRA}'") from None
-        store = RedisStore(config.response_cache, config.response_cache_ttl_s)
-    return ResponseCache(store, config.response_cache_max_entry_bytes, metrics)
+        store = RedisStore(cache.response_cache, cache.response_cache_ttl_s)
+    return ResponseCache(store, cache.response_cache_max_entry_bytes, metrics)

@@ -7,7 +7,7 @@ from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 
-from autoglm.config import AutoGLMConfig, ConfigError
+from autoglm.config import ConfigError, ServerConfig
 from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
                                          TenantsFileError, load_tenants_file, save_tenants_file, utc_now)
@@ -95,20 +95,20 @@ class KeyRing:
         return Principal(tenant, tenants.key_role(found))
 
 
-def keyring_from_config(config: AutoGLMConfig) -> KeyRing | None:
+def keyring_from_config(config: ServerConfig) -> KeyRing | None:
     """The keys `config` asks for: those of tenants_file, or the one api_key; None when neither is set
     (a ConfigError if a setting needs keys)."""
-    if config.tenants_file is not None and config.api_key is not None:
+    if config.tenants.tenants_file is not None and config.tenants.api_key is not None:
         raise ConfigError("tenants_file and api_key are both set; set one (add the key to the tenants file "
                           "with 'autoglm keys create' instead)")
-    if config.tenants_file is not None:
-        path = Path(config.tenants_file)
+    if config.tenants.tenants_file is not None:
+        path = Path(config.tenants.tenants_file)
         return KeyRing(load_tenants_file(path), path)
-    if config.api_key is not None:
+    if config.tenants.api_key is not None:
         tenant = Tenant(id=API_KEY_TENANT, role=Role.ADMIN, models=(ANY_MODEL,))
-        key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.api_key),
+        key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.tenants.api_key),
                         created=utc_now())
         return KeyRing(TenantsFile(tenants=(tenant,), keys=(key,)))
-    if config.metrics_require_key:
+    if config.tenants.metrics_require_key:
         raise ConfigError("metrics_require_key needs keys to check: set tenants_file or api_key too")
     return None

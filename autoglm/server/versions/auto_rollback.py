@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.server.observability.tracking import RequestOutcome
 
 
@@ -21,9 +21,9 @@ class RollbackThresholds:
     max_p99_ttft_s: float | None
 
     @classmethod
-    def from_config(cls, config: AutoGLMConfig) -> RollbackThresholds:
-        return cls(config.auto_rollback_window_s, config.auto_rollback_min_requests,
-                   config.auto_rollback_max_error_rate, config.auto_rollback_max_p99_ttft_s)
+    def from_config(cls, config: ServerConfig) -> RollbackThresholds:
+        return cls(config.versions.auto_rollback_window_s, config.versions.auto_rollback_min_requests,
+                   config.versions.auto_rollback_max_error_rate, config.versions.auto_rollback_max_p99_ttft_s)
 
 
 @dataclass(frozen=True)

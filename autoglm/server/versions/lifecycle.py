@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from http import HTTPStatus
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import ServerConfig
 from autoglm.engine.client import EngineBuilder, engine_builder
 from autoglm.errors import quote_value
 from autoglm.registry.base import (
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 EngineLoader = Callable[[ModelVersion], EngineBuilder]
 
 
-def engine_loader(config: AutoGLMConfig) -> EngineLoader:
+def engine_loader(config: ServerConfig) -> EngineLoader:
     """Each version's engine from its checkpoint, with the server's settings and a share of its KV budget."""
     return lambda version: engine_builder(version_config(config, version.path))
 
@@ -42,14 +42,14 @@ class ModelLifecycle:
     """The admin operations on the served models, one at a time. Registry aliases follow the server's:
     promote and rollback move `stable`, a canary split sets `canary` (0% removes it)."""
 
-    def __init__(self, config: AutoGLMConfig, registry: Registry, pool: VersionPool, router: ModelRouter,
+    def __init__(self, config: ServerConfig, registry: Registry, pool: VersionPool, router: ModelRouter,
                  load_engine: EngineLoader | None = None) -> None:
         self.registry = registry
         self.pool = pool
         self._router = router
         self._load_engine = load_engine or engine_loader(config)
         self._lock = asyncio.Lock()
-        self._thresholds = RollbackThresholds.from_config(config) if config.auto_rollback else None
+        self._thresholds = RollbackThresholds.from_config(config) if config.versions.auto_rollback else None
         self._watches: dict[str, CanaryWatch] = {}
         self._background: set[asyncio.Task[None]] = set()
         # Told (model, canary version) after an automatic rollback here, for the replicas beside this one.

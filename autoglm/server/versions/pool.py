@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from http import HTTPStatus
 from pathlib import Path
 
-from autoglm.config import AutoGLMConfig
+from autoglm.config import EngineConfig, ServerConfig
 from autoglm.engine.client import EngineBuilder, open_client
 from autoglm.engine.stats import EngineStats
 from autoglm.server.openai.errors import APIError
@@ -31,17 +32,17 @@ def kv_cache_share(budget: str | int | float, num_shares: int) -> str | int | fl
     return budget / num_shares
 
 
-def version_config(config: AutoGLMConfig, checkpoint: Path) -> AutoGLMConfig:
-    """The server's settings for the engine of one version: its checkpoint and tokenizer, its KV share."""
-    return config.model_copy(update={"model": str(checkpoint), "tokenizer": None,
-                                     "kv_cache_memory": kv_cache_share(config.kv_cache_memory,
-                                                                       config.max_loaded_versions)})
+def version_config(config: ServerConfig, checkpoint: Path) -> EngineConfig:
+    """The engine settings of one version: the server's, with its checkpoint and tokenizer and its KV share."""
+    engine = config.engine.for_model(str(checkpoint))
+    share = kv_cache_share(engine.cache.kv_cache_memory, config.versions.max_loaded_versions)
+    return replace(engine, cache=replace(engine.cache, kv_cache_memory=share))
 
 
 class VersionPool:
     """At most `capacity` versions loaded, loading or draining at once; a draining one still holds its memory."""
 
-    def __init__(self, config: AutoGLMConfig, metrics: ServerMetrics, capacity: int) -> None:
+    def __init__(self, config: ServerConfig, metrics: ServerMetrics, capacity: int) -> None:
         self._config = config
         self._metrics = metrics
         self._capacity = capacity
@@ -99,12 +100,12 @@ class VersionPool:
 
     async def _start(self, name: str, version: str, load_engine: EngineBuilder,
                      registered_sha256: str | None) -> ServedVersion:
-        engine = await asyncio.to_thread(open_client, load_engine, self._config.max_waiting_requests,
-                                         self._config.request_timeout_s)
+        engine = await asyncio.to_thread(open_client, load_engine, self._config.http.max_waiting_requests,
+                                         self._config.http.request_timeout_s)
         source = await asyncio.to_thread(answer_source, engine, registered_sha256)
         if (on_broken := self.on_engine_broken) is not None:
             engine.notify_when_broken(lambda _: on_broken())
-        tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.tokenizer_workers,
+        tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.http.tokenizer_workers,
                                              engine.inputs.prompt_char_limit)
         engine.start()
         return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome)

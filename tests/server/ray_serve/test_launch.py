@@ -30,7 +30,7 @@ def calls(monkeypatch) -> list[str]:
 
 def test_a_stop_signal_deletes_the_application(calls):
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
-    assert launch.run_on_ray(AutoGLMConfig(port=8123)) == 0
+    assert launch.run_on_ray(AutoGLMConfig(port=8123).server_config()) == 0
     assert calls == ["init", "start {'host': '127.0.0.1', 'port': 8123}", f"run {launch.APP_NAME}",
                      f"delete {launch.APP_NAME}"]
 
@@ -41,7 +41,7 @@ def test_a_signal_while_deploying_deletes_once_deployed_and_a_second_exits_at_on
         calls.append(f"run {name}")
 
     monkeypatch.setattr(launch.serve, "run", deploy_interrupted)
-    assert launch.run_on_ray(AutoGLMConfig()) == 0
+    assert launch.run_on_ray(AutoGLMConfig().server_config()) == 0
     assert calls[-2:] == [f"run {launch.APP_NAME}", f"delete {launch.APP_NAME}"]
 
     def deploy_interrupted_twice(app, name, route_prefix) -> None:
@@ -50,7 +50,7 @@ def test_a_signal_while_deploying_deletes_once_deployed_and_a_second_exits_at_on
 
     monkeypatch.setattr(launch.serve, "run", deploy_interrupted_twice)
     with pytest.raises(SystemExit) as exited:
-        launch.run_on_ray(AutoGLMConfig())
+        launch.run_on_ray(AutoGLMConfig().server_config())
     assert exited.value.code == 128 + signal.SIGTERM
 
 
@@ -62,5 +62,5 @@ def test_sighup_has_every_replica_read_the_tenants_file_again_until_a_stop_signa
 
     monkeypatch.setattr(launch.serve, "run", deployed_then_signalled)
     monkeypatch.setattr(launch, "reload_every_replica", lambda: calls.append("reload"))
-    assert launch.run_on_ray(AutoGLMConfig()) == 0
+    assert launch.run_on_ray(AutoGLMConfig().server_config()) == 0
     assert calls[-4:] == [f"run {launch.APP_NAME}", "reload", "reload", f"delete {launch.APP_NAME}"]

@@ -56,7 +56,7 @@ class RayServe:
 def ray_serve(ray_proxy_url):
     metrics_port = free_port_pair()
     config = AutoGLMConfig(**SETTINGS, ray_metrics_port=metrics_port)
-    serve.run(build_application(config), name=APP_NAME, route_prefix="/")
+    serve.run(build_application(config.server_config()), name=APP_NAME, route_prefix="/")
     yield RayServe(ray_proxy_url,
                    [f"http://127.0.0.1:{metrics_port + rank}/metrics" for rank in range(NUM_REPLICAS)])
     serve.delete(APP_NAME)

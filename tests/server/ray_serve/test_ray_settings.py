@@ -18,10 +18,11 @@ RAY_FLAGS = {"--ray", "--ray-min-replicas", "--ray-max-replicas", "--ray-target-
 
 
 def test_equal_bounds_fix_the_replica_count_and_others_autoscale_on_ongoing_requests():
-    assert replica_count_options(AutoGLMConfig(ray_min_replicas=3, ray_max_replicas=3)) == {"num_replicas": 3}
-    autoscaled = replica_count_options(AutoGLMConfig(ray_max_replicas=4, max_num_seqs=8))
+    fixed = AutoGLMConfig(ray_min_replicas=3, ray_max_replicas=3).server_config()
+    assert replica_count_options(fixed) == {"num_replicas": 3}
+    autoscaled = replica_count_options(AutoGLMConfig(ray_max_replicas=4, max_num_seqs=8).server_config())
     assert autoscaled == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 8}}
-    given = replica_count_options(AutoGLMConfig(ray_max_replicas=4, ray_target_ongoing_requests=2.5))
+    given = replica_count_options(AutoGLMConfig(ray_max_replicas=4, ray_target_ongoing_requests=2.5).server_config())
     assert given["autoscaling_config"]["target_ongoing_requests"] == 2.5
 
 
@@ -32,18 +33,18 @@ def test_more_fewest_than_most_replicas_is_refused_naming_both():
 
 def test_a_replica_takes_what_its_engine_runs_and_queues_and_drains_like_the_server():
     options = engine_options(AutoGLMConfig(num_threads=2, max_num_seqs=8, max_waiting_requests=24,
-                                           drain_timeout_s=12, ray_num_gpus=0.5))
+                                           drain_timeout_s=12, ray_num_gpus=0.5).server_config())
     assert options["ray_actor_options"] == {"num_cpus": 2, "num_gpus": 0.5}
     assert options["max_ongoing_requests"] == 32
     assert options["graceful_shutdown_timeout_s"] == 12
-    assert engine_options(AutoGLMConfig())["ray_actor_options"]["num_cpus"] == 1
+    assert engine_options(AutoGLMConfig().server_config())["ray_actor_options"]["num_cpus"] == 1
 
 
 def test_prefix_routing_uses_the_prefix_router_and_off_leaves_rays_default():
-    router = engine_options(AutoGLMConfig(max_num_seqs=6))["request_router_config"]
+    router = engine_options(AutoGLMConfig(max_num_seqs=6).server_config())["request_router_config"]
     assert router.request_router_class == f"{PrefixAffinityRouter.__module__}.{PrefixAffinityRouter.__name__}"
     assert router.request_router_kwargs == {"busy_requests": 6}
-    assert "request_router_config" not in engine_options(AutoGLMConfig(ray_prefix_routing=False))
+    assert "request_router_config" not in engine_options(AutoGLMConfig(ray_prefix_routing=False).server_config())
 
 
 def test_serve_run_builder_reads_settings_from_its_arguments_and_a_file(tmp_path):

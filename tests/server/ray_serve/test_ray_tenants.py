@@ -110,7 +110,7 @@ def keyed_ray(ray_proxy_url, versions_registry, tmp_path_factory) -> Iterator[Ke
                                auto_rollback=True, auto_rollback_min_requests=CANARY_REQUESTS,
                                auto_rollback_max_p99_ttft_s=1e-6,
                                model=str(DirectoryRegistry(registry).version(MODEL, "1").path))
-        serve.run(build_application(config), name=APP_NAME, route_prefix="/")
+        serve.run(build_application(config.server_config()), name=APP_NAME, route_prefix="/")
         try:
             yield KeyedRay(ray_proxy_url, tenants_file, keys, prompts_per_replica(ray_proxy_url, keys["admin"]))
         finally:

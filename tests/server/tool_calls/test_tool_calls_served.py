@@ -187,7 +187,7 @@ def test_a_tool_result_goes_back_through_the_template(qwen_server):
             "name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius", "days": 1}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 degrees"},
     ]
-    tokenizer = AutoTokenizer.from_pretrained(qwen_server.state.config.model)
+    tokenizer = AutoTokenizer.from_pretrained(qwen_server.state.config.engine.model.model)
     token_ids = render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in history], True,
                                    PromptCharLimit.of(tokenizer, 512), tools=[TOOLS[0]])
     rendered = tokenizer.decode(token_ids)
