@@ -112,12 +112,13 @@ def test_a_reader_that_falls_behind_gets_the_text_it_missed_in_one_output(chat_m
             read_promptly: dict[int, RequestOutput] = {}
             async for index, output in engine.generate("prompt", ["Hello world"], params):
                 add_delta(read_promptly, index, output)
-            tokens_before = engine.stats.generation_tokens_total
             outputs = engine.generate("slow", ["Hello world"], params)
             _, first = await anext(outputs)
             # Stats are replaced after each step's outputs are handed over: once they count every
-            # token, the last delta is on its way and the reader has read none of the others.
-            while engine.stats.generation_tokens_total < tokens_before + 40:
+            # token of both requests (this engine's only ones; the first request's last step may not
+            # be counted yet when its reader is done), the last delta is on its way and the reader
+            # has read none of the others.
+            while engine.stats.generation_tokens_total < 2 * 40:
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0)
             rest = [output async for _, output in outputs]
