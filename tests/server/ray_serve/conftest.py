@@ -12,14 +12,20 @@ from tests.server.live_server import free_port
 
 # The engine replicas of one application at a time, a CPU each.
 RAY_CPUS = 2
+# Serve kills an HTTP proxy that is not ready within 5 s, or misses a 10 s health check: on a machine busy
+# with other tests its start alone can take longer. The cluster's processes inherit these from here.
+PATIENT_SERVE = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "120", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60"}
 
 
 @pytest.fixture(scope="package")
 def ray_proxy_url() -> Iterator[str]:
     """The proxy's address; the cluster stops after the last test of this folder."""
-    ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    yield f"http://127.0.0.1:{port}"
-    serve.shutdown()
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as environment:
+        for name, value in PATIENT_SERVE.items():
+            environment.setenv(name, value)
+        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+        port = free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        yield f"http://127.0.0.1:{port}"
+        serve.shutdown()
+        ray.shutdown()
