@@ -51,15 +51,11 @@ redis-server:
 			|| { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }; \
 		else echo "redis-server is missing: install it with 'sudo apt-get install redis-server' (Debian/Ubuntu)"; exit 1; fi; }
 
-# Two workers: many tests wait on a server or a subprocess, so two keep a 2-core machine busy.
-TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
-
 test: install-test redis-server
-	$(PYTEST)
+	$(PY) -m pytest -q
 	@if grep -qwE '$(subst $(space),|,$(BF16_FLAGS))' /proc/cpuinfo 2>/dev/null; then \
 		echo "again as on a CPU without bfloat16 units: AUTOGLM_CPU_DISABLE_FLAGS=$(BF16_FLAGS) ONEDNN_MAX_CPU_ISA=AVX512_CORE"; \
-		AUTOGLM_CPU_DISABLE_FLAGS="$(BF16_FLAGS)" ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PYTEST) -m cpu_isa; \
+		AUTOGLM_CPU_DISABLE_FLAGS="$(BF16_FLAGS)" ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q -m cpu_isa; \
 	fi
 
 demo: install

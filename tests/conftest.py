@@ -44,14 +44,3 @@ def eager_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         from autoglm.engine import setup
 
         monkeypatch.setattr(setup, "decode_graph_settings", lambda *args, **kwargs: None)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers) a module's tests stay on
-    one worker, so each module-scoped fixture (a tiny model, a live server) is built once; the tests
-    marked ``ray`` share one worker, and so one local Ray cluster."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "ray" if item.get_closest_marker("ray") else item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(group))
