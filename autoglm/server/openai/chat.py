@@ -14,8 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from autoglm.engine.tokenize import PromptCharLimit, TokenizedPrompt, encode_text
 from autoglm.errors import quote_value
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
-from autoglm.server.dependencies import State, allowed_model
-from autoglm.server.http.request_ids import adopt_request_id
+from autoglm.server.dependencies import State
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.logprobs import chat_logprobs, token_decoder
 from autoglm.server.openai.output_constraints import OutputConstraint, compile_grammar, requested_constraint
@@ -35,7 +34,7 @@ from autoglm.server.openai.responses import (
     UsageInfo,
 )
 from autoglm.server.openai.sampling import chat_sampling_params
-from autoglm.server.openai.generation import response_cache_lookup, serve_generation
+from autoglm.server.openai.generation import accept_generation, response_cache_lookup, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
@@ -113,8 +112,7 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    adopt_request_id(raw, body.request_id)
-    body.model = allowed_model(raw, state, body.model, generates=True)
+    accept_generation(raw, state, body)
     return await create_chat_completion(raw, state, body)
 
 

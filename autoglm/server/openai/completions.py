@@ -8,14 +8,13 @@ from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import Prompt, TokenizedPrompt
 from autoglm.outputs import CompletionOutput, PositionLogprobs, RequestOutput
-from autoglm.server.dependencies import State, allowed_model
-from autoglm.server.http.request_ids import adopt_request_id
+from autoglm.server.dependencies import State
 from autoglm.server.openai.logprobs import completion_logprobs, token_decoder
 from autoglm.server.openai.output_constraints import compile_grammar, requested_constraint
 from autoglm.server.openai.protocol import CompletionRequest
 from autoglm.server.openai.responses import CompletionChoice, CompletionLogprobs, CompletionResponse, UsageInfo
 from autoglm.server.openai.sampling import completion_sampling_params
-from autoglm.server.openai.generation import choice_index, response_cache_lookup, serve_generation
+from autoglm.server.openai.generation import accept_generation, choice_index, response_cache_lookup, serve_generation
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
@@ -29,8 +28,7 @@ router = APIRouter()
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, raw: Request, state: ServerState = State) -> Response:
-    adopt_request_id(raw, body.request_id)
-    body.model = allowed_model(raw, state, body.model, generates=True)
+    accept_generation(raw, state, body)
     return await create_completion(raw, state, body)
 
 

@@ -20,7 +20,9 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.dependencies import allowed_model
 from autoglm.server.http.disconnect import ClientDisconnected, until_disconnected
+from autoglm.server.http.request_ids import adopt_request_id
 from autoglm.server.openai.errors import to_api_error
 from autoglm.server.versions.served_version import ServedVersion
 from autoglm.server.openai.protocol import GenerationRequest
@@ -42,6 +44,13 @@ class ResponseBuilder(Protocol):
     def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> BaseModel: ...
 
     def usage_chunk(self, usage: UsageInfo) -> BaseModel: ...
+
+
+def accept_generation(raw: Request, state: ServerState, body: GenerationRequest) -> None:
+    """What both generation routes do first: the body's own ``request_id`` names the request in logs and
+    answers, and its model becomes one the key may generate with."""
+    adopt_request_id(raw, body.request_id)
+    body.model = allowed_model(raw, state, body.model, generates=True)
 
 
 def choice_index(prompt_index: int, choices_per_prompt: int, index: int) -> int:
