@@ -51,12 +51,14 @@ redis-server:
 			|| { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }; \
 		else echo "redis-server is missing: install it with 'sudo apt-get install redis-server' (Debian/Ubuntu)"; exit 1; fi; }
 
+# Both passes always run; make fails at the end if either failed.
 test: install-test redis-server
-	$(PY) -m pytest -q
-	@if grep -qwE '$(subst $(space),|,$(BF16_FLAGS))' /proc/cpuinfo 2>/dev/null; then \
+	@status=0; $(PY) -m pytest -q || status=1; \
+	if grep -qwE '$(subst $(space),|,$(BF16_FLAGS))' /proc/cpuinfo 2>/dev/null; then \
 		echo "again as on a CPU without bfloat16 units: AUTOGLM_CPU_DISABLE_FLAGS=$(BF16_FLAGS) ONEDNN_MAX_CPU_ISA=AVX512_CORE"; \
-		AUTOGLM_CPU_DISABLE_FLAGS="$(BF16_FLAGS)" ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q -m cpu_isa; \
-	fi
+		AUTOGLM_CPU_DISABLE_FLAGS="$(BF16_FLAGS)" ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q -m cpu_isa || status=1; \
+	fi; \
+	if [ $$status != 0 ]; then echo "make test: a pass failed (see above)"; fi; exit $$status
 
 demo: install
 	$(VENV)/bin/autoglm generate "ROMEO:" --max-tokens 64

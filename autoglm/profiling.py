@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -81,8 +81,9 @@ class StepProfile:
 class StepProfiler:
     """Accumulates wall time of steps, their phases, and attention/linear time inside the forward."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter) -> None:
         self._device = device
+        self._clock = clock
         self.num_steps = 0
         self.totals_s: dict[str, float] = defaultdict(float)  # STEP, each phase, each forward part
         self._part_started: dict[object, tuple[float, float]] = {}  # by module or part: start, communication then
@@ -91,12 +92,12 @@ class StepProfiler:
     @contextlib.contextmanager
     def _timed(self, name: str) -> Iterator[None]:
         synchronize(self._device)
-        start = time.perf_counter()
+        start = self._clock()
         try:
             yield
         finally:
             synchronize(self._device)
-            self.totals_s[name] += time.perf_counter() - start
+            self.totals_s[name] += self._clock() - start
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
@@ -142,13 +143,13 @@ class StepProfiler:
 
     def _start_part(self, key: object) -> None:
         synchronize(self._device)
-        self._part_started[key] = (time.perf_counter(), self.totals_s[COMMUNICATION])
+        self._part_started[key] = (self._clock(), self.totals_s[COMMUNICATION])
 
     def _end_part(self, key: object, part: str) -> None:
         synchronize(self._device)
         started, communicated_before = self._part_started.pop(key)
         communicated = self.totals_s[COMMUNICATION] - communicated_before
-        self.totals_s[part] += time.perf_counter() - started - communicated
+        self.totals_s[part] += self._clock() - started - communicated
 
     def result(self) -> StepProfile:
         phases = {name: self.totals_s.get(name, 0.0) for name in STEP_PHASES}

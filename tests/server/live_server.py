@@ -123,7 +123,9 @@ def scrape_metrics(url: str) -> dict[str, float]:
     return samples
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+def wait_until(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
+    """Whether ``condition`` came true; returns as soon as it does, so ``timeout_s`` is a hang guard only
+    (a loaded machine makes conditions slow to come, never false)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():

@@ -28,9 +28,9 @@ def test_disconnect_mid_stream_frees_the_blocks(server, monkeypatch, caplog):
             lines = streamed.iter_lines()
             assert next(lines).startswith("data: ")
             # The engine publishes its gauges just after it hands out a step's outputs.
-            assert wait_until(lambda: is_running_one_request(server.metrics()), timeout_s=3)
+            assert wait_until(lambda: is_running_one_request(server.metrics()))
         # Leaving the block closed the connection mid-stream.
-        assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0, timeout_s=3)
+        assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0)
     assert server.metrics()["autoglm:num_requests_running"] == 0
     assert server.state.engine.num_open_requests == 0
     assert server.metrics()["autoglm:generation_tokens_total"] - generated_before < 100
@@ -45,9 +45,9 @@ def test_disconnect_while_queued_leaves_the_queue(single_slot_server, monkeypatc
         next(lines)
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(server.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=1.0)
-        assert wait_until(lambda: server.metrics()["autoglm:num_requests_waiting"] == 0, timeout_s=3)
+        assert wait_until(lambda: server.metrics()["autoglm:num_requests_waiting"] == 0)
         assert server.metrics()["autoglm:num_requests_running"] == 1
-    assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0, timeout_s=3)
+    assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0)
 
 
 async def stream_text(client: AsyncOpenAI, prompt: str) -> tuple[str, str | None]:
@@ -78,7 +78,7 @@ def test_many_concurrent_streams_all_complete_correctly(server):
     results = asyncio.run(asyncio.wait_for(run_all(), timeout=80))
     for i, (text, finish_reason) in enumerate(results):
         assert (text, finish_reason) == (expected[prompts[i % len(prompts)]], "length")
-    assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0, timeout_s=3)
+    assert wait_until(lambda: server.metrics()["autoglm:kv_cache_usage_perc"] == 0.0)
 
 
 def test_metrics_parse_and_move_as_requests_are_served(server):
@@ -101,7 +101,7 @@ def test_metrics_parse_and_move_as_requests_are_served(server):
         return {name: after[name] - before.get(name, 0.0) for name in expected}
 
     # The engine's counters are published after the step that answered the request.
-    wait_until(lambda: moved() == expected, timeout_s=3)
+    wait_until(lambda: moved() == expected)
     assert moved() == expected
     after = server.metrics()
     assert after["autoglm:num_requests_running"] == after["autoglm:num_requests_waiting"] == 0

@@ -82,8 +82,8 @@ def assert_nothing_left_behind(server: RunningServer) -> None:
     engine = server.state.engine
     blocks = engine.engine.block_manager
     # Aborts of the last clients that left take effect at the engine's next step.
-    assert wait_until(lambda: engine.num_open_requests == 0 and not engine.engine.requests, timeout_s=10)
-    assert wait_until(lambda: blocks.num_free_blocks == blocks.num_blocks, timeout_s=10)
+    assert wait_until(lambda: engine.num_open_requests == 0 and not engine.engine.requests)
+    assert wait_until(lambda: blocks.num_free_blocks == blocks.num_blocks)
     blocks.check_invariants()
     assert engine.engine.scheduler.running == [] and engine.engine.scheduler.waiting == []
     assert engine._streams == {}
