@@ -60,7 +60,7 @@ def test_a_caller_that_stops_reading_ends_the_apps_stream():
         first = await answer.__anext__()
         assert first["body"] == b"0\n"
         await answer.aclose()
-        for _ in range(200):  # the app sees the disconnect and closes its generator
+        for _ in range(6000):  # the app sees the disconnect and closes its generator (60 s: a hang guard)
             if events:
                 return
             await asyncio.sleep(0.01)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 import pytest
 
@@ -28,8 +27,12 @@ def calls(monkeypatch) -> list[str]:
         signal.signal(handled, handler)
 
 
-def test_a_stop_signal_deletes_the_application(calls):
-    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+def test_a_stop_signal_deletes_the_application(calls, monkeypatch):
+    def deployed_then_stopped(app, name, route_prefix) -> None:
+        calls.append(f"run {name}")
+        os.kill(os.getpid(), signal.SIGTERM)  # as a user's stop arrives while the application serves
+
+    monkeypatch.setattr(launch.serve, "run", deployed_then_stopped)
     assert launch.run_on_ray(AutoGLMConfig(port=8123).server_config()) == 0
     assert calls == ["init", "start {'host': '127.0.0.1', 'port': 8123}", f"run {launch.APP_NAME}",
                      f"delete {launch.APP_NAME}"]
