@@ -35,7 +35,7 @@ def test_sigterm_drains_then_exits_zero(chat_model, tmp_path):
             lines = streamed.iter_lines()
             events = [next(lines)]
             process.send_signal(signal.SIGTERM)
-            wait_for_health(url, 503, timeout_s=5)
+            wait_for_health(url, 503)
             rejected = httpx.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1}, timeout=10)
             gate.touch()
             events += list(lines)
