@@ -33,6 +33,10 @@ CHAT_TEMPLATE = (
 BASE_SETTINGS = {"max_context_len": 256, "kv_cache_memory": "4MiB", "log_stats_interval_s": 0.5,
                  "usage_db": ":memory:"}
 STARTUP_TIMEOUT_S = 60.0
+# A hang guard for a server process's start: a Python and PyTorch start and a model load, minutes on a loaded machine.
+PROCESS_START_S = 240.0
+# The pytest bound of a test that starts a server process and does a minute's work with it.
+PROCESS_TEST_TIMEOUT_S = PROCESS_START_S + 120
 
 
 def make_chat_model(folder: Path) -> Path:

@@ -13,12 +13,14 @@ import sys
 import httpx
 import pytest
 
-from tests.server.live_server import free_port, long_completion, wait_for_health
+from tests.server.live_server import (
+    PROCESS_START_S, PROCESS_TEST_TIMEOUT_S, free_port, long_completion, wait_for_health,
+)
 
 GATED_SERVE_MODULE = "tests.server.gated_serve"
 LONG_MAX_TOKENS = 100
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(PROCESS_TEST_TIMEOUT_S)]
 
 
 def test_sigterm_drains_then_exits_zero(chat_model, tmp_path):
@@ -29,7 +31,7 @@ def test_sigterm_drains_then_exits_zero(chat_model, tmp_path):
                "--port", str(port), "--max-context-len", "512", "--kv-cache-memory", "4MiB", "--drain-timeout-s", "30"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for_health(url, 200, timeout_s=90)
+        wait_for_health(url, 200, timeout_s=PROCESS_START_S)
         body = long_completion(max_tokens=LONG_MAX_TOKENS, stream=True)
         with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as streamed:
             lines = streamed.iter_lines()

@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.live_server import free_port, start_server, wait_for_health
+from tests.server.live_server import PROCESS_START_S, PROCESS_TEST_TIMEOUT_S, free_port, start_server, wait_for_health
 from tests.server.redis_server import running_redis
 from tests.server.tenants_files import TenantsFixture
 
 REQUESTS_PER_MINUTE = 4
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(PROCESS_TEST_TIMEOUT_S)]
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_two_server_processes_share_one_budget(chat_model, tenants_file, tmp_pat
         servers = [serve(chat_model, tenants, redis.url, tmp_path / f"serve-{index}.log") for index in range(2)]
         try:
             for _, url in servers:
-                wait_for_health(url, 200, timeout_s=120)
+                wait_for_health(url, 200, timeout_s=PROCESS_START_S)
             urls = [url for _, url in servers] * REQUESTS_PER_MINUTE
             answers = [complete(url, key) for url in urls[:REQUESTS_PER_MINUTE]]
             refused = [complete(url, key) for url in urls[:2]]

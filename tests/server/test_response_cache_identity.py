@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from autoglm.server.response_cache.outcome import CACHE_HEADER
-from tests.server.live_server import CHAT_TEMPLATE, free_port, start_server, wait_for_health
+from tests.server.live_server import (
+    CHAT_TEMPLATE, PROCESS_START_S, PROCESS_TEST_TIMEOUT_S, free_port, start_server, wait_for_health,
+)
 from tests.server.model_versions import MODEL, PROMPT, operate, serve_registry
 from tests.server.redis_server import running_redis
 from tests.server.tenants_files import TenantsFixture, bearer
@@ -23,7 +25,7 @@ GREEDY = {"model": MODEL, "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0,
         "ignore_eos": True}
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(PROCESS_TEST_TIMEOUT_S)
 
 
 def post(url: str, body: dict[str, object], route: str = "/v1/completions",
@@ -72,7 +74,7 @@ def test_server_processes_under_one_name_share_a_redis_entry_only_with_the_same_
         urls = [servers.enter_context(serving_process(model, redis_server.url))
                 for model in (chat_model, other_weights)]  # starting side by side
         for url in urls:
-            wait_for_health(url, 200, timeout_s=120)
+            wait_for_health(url, 200, timeout_s=PROCESS_START_S)
         (first, first_choices), (other, other_choices) = (answered(url) for url in urls)
         ((same, same_choices),) = served_once(same_weights, redis_server.url, [(GREEDY, "/v1/completions")])
     assert first == "miss"

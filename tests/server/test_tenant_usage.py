@@ -17,7 +17,9 @@ from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.tenants import usage as usage_module
 from autoglm.server.tenants.usage import TenantUsage, Usage, UsageLedger
 from autoglm.server.observability.tracking import RequestTracker
-from tests.server.live_server import free_port, long_completion, start_server, wait_for_health
+from tests.server.live_server import (
+    PROCESS_START_S, PROCESS_TEST_TIMEOUT_S, free_port, long_completion, start_server, wait_for_health,
+)
 from tests.server.tenants_files import TenantsFixture, bearer
 
 ONE_REQUEST = Usage(requests=1, prompt_tokens=5, cached_tokens=2, completion_tokens=3)
@@ -219,7 +221,7 @@ def recorded_usage(db: Path, tenant: str) -> tuple[int, int, int] | None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(PROCESS_TEST_TIMEOUT_S)
 def test_a_stream_killed_with_sigkill_keeps_its_request_and_delivered_tokens(chat_model, tenants, tmp_path):
     """A real `autoglm serve` whose engine holds its steps after the first token (until a gate file that never
     comes), so the stream is surely in flight when the process is killed."""
@@ -232,7 +234,7 @@ def test_a_stream_killed_with_sigkill_keeps_its_request_and_delivered_tokens(cha
     with (tmp_path / "serve.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for_health(url, 200, timeout_s=120)
+        wait_for_health(url, 200, timeout_s=PROCESS_START_S)
         body = long_completion(prompt="Hello world", max_tokens=100, stream=True)
         with httpx.stream("POST", url + "/v1/completions", headers=bearer(tenants.keys["team-key"]), json=body,
                           timeout=60) as stream:

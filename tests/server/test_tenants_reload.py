@@ -11,7 +11,9 @@ import sys
 import httpx
 import pytest
 
-from tests.server.live_server import free_port, slow_down_steps, start_server, wait_for_health
+from tests.server.live_server import (
+    PROCESS_START_S, PROCESS_TEST_TIMEOUT_S, free_port, slow_down_steps, start_server, wait_for_health,
+)
 from tests.server.tenants_files import TenantsFixture, bearer
 
 NUM_STREAMS = 50
@@ -78,7 +80,7 @@ def test_a_reload_during_50_streams_drops_none_and_refuses_a_removed_key(chat_mo
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(PROCESS_TEST_TIMEOUT_S)
 def test_sighup_reads_the_tenants_file_again(chat_model, tenants, tmp_path):
     path = tenants.write(tmp_path / "tenants.yaml")
     port = free_port()
@@ -93,7 +95,7 @@ def test_sighup_reads_the_tenants_file_again(chat_model, tenants, tmp_path):
         return httpx.get(url + "/v1/models", headers=bearer(team_key)).status_code
 
     try:
-        wait_for_health(url, 200, timeout_s=90)
+        wait_for_health(url, 200, timeout_s=PROCESS_START_S)
         assert team_key_status() == 200
         path.write_text("not: [a, tenants, file")
         process.send_signal(signal.SIGHUP)
