@@ -10,7 +10,7 @@ from pathlib import Path
 from autoglm.config import ConfigError, ServerConfig
 from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
-                                         TenantsFileError, load_tenants_file, save_tenants_file, utc_now)
+                                         TenantsFileError, load_tenants_file, revoke_key_in_file, utc_now)
 from autoglm.server.tenants.keys import hash_key, hashes_match
 from autoglm.server.tenants.unserved_models import warn_of_unserved_models
 from autoglm.server.versions.served_names import served_model_names
@@ -65,11 +65,7 @@ class KeyRing:
         """Mark the key revoked in the tenants file and serve the file so changed; KeyError if no such key."""
         path = self._file_path()
         with self._file_turn:
-            tenants = load_tenants_file(path)  # as it is on disk, with any edit made since it was read
-            if tenants.key(key_id) is None:
-                raise KeyError(key_id)
-            updated = tenants.with_key_revoked(key_id)
-            save_tenants_file(path, updated)
+            updated = revoke_key_in_file(path, key_id)  # as it is on disk, with any edit made since it was read
             self.tenants = updated
         revoked = updated.key(key_id)
         assert revoked is not None
