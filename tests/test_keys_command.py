@@ -112,6 +112,17 @@ def test_the_first_key_goes_into_a_file_without_keys(tmp_path, capsys, keys):
     assert KeyRing(load_tenants_file(path)).authenticate(key).tenant.id == "team"
 
 
+@pytest.mark.parametrize("dash", ["", "  ", "    "])
+def test_a_new_key_lines_up_with_the_keys_before_it(tmp_path, capsys, dash):
+    path = tmp_path / "tenants.yaml"
+    old_key = f"{dash}-   id: k-old\n{dash}    tenant: team\n{dash}    hash: sha256:{'0' * 64}\n" \
+              f"{dash}    created: 2026-01-05T09:30:00+00:00\n"
+    path.write_text(f"tenants:\n  - id: team  # kept\nkeys:\n{old_key}")
+    create_key(path, capsys)
+    assert path.read_text().startswith(f"tenants:\n  - id: team  # kept\nkeys:\n{old_key}{dash}- id: ")
+    assert len(load_tenants_file(path).keys) == 2
+
+
 def test_a_missing_file_says_how_to_make_it(tmp_path, capsys):
     path = tmp_path / "tenants.yaml"
     assert main(["keys", "create", "--tenant", "team", "--file", str(path)]) == 2

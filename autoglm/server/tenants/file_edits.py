@@ -21,8 +21,8 @@ def text_with_key(text: str, key: dict[str, Any]) -> str:
     root = _root(text)
     keys = _value_of(root, KEYS)
     if isinstance(keys, SequenceNode) and keys.value and not keys.flow_style:
-        indent = keys.value[0].start_mark.column - 2  # where the first item's dash is
-        return _insert_after_line_of(text, _content_end(keys), _block_item(key, indent))
+        # A block sequence starts at its first dash.
+        return _insert_after_line_of(text, _content_end(keys), _block_item(key, keys.start_mark.column))
     if keys is None:
         start = text if text.endswith("\n") or not text else text + "\n"
         return start + f"{KEYS}:\n" + _block_item(key, 2)
