@@ -10,13 +10,20 @@ from datetime import timedelta
 from pathlib import Path
 
 from autoglm.errors import quote_value
-from autoglm.server.tenants.file import Role, StoredKey, load_tenants_file, save_tenants_file, utc_now
+from autoglm.server.tenants.file import (Role, StoredKey, add_key_to_file, create_tenants_file, load_tenants_file,
+                                         revoke_key_in_file, utc_now)
 from autoglm.server.tenants.keys import generate_key, generate_key_id, hash_key
 
 DEFAULT_TENANTS_FILE = Path("tenants.yaml")
 
 
 def _create(args: argparse.Namespace) -> int:
+    if args.init and not args.file.exists():
+        create_tenants_file(args.file, args.tenant, Role(args.role or Role.USER.value))
+        print(f"created {args.file} (readable by its owner only) with tenant '{args.tenant}'", file=sys.stderr)
+    elif not args.file.exists():
+        raise ValueError(f"tenants file not found: {args.file}; add --init to create it with the tenant "
+                         f"{quote_value(args.tenant)}")
     tenants = load_tenants_file(args.file)
     tenant = tenants.tenant(args.tenant)
     if tenant is None:
@@ -27,8 +34,7 @@ def _create(args: argparse.Namespace) -> int:
     stored = StoredKey(id=generate_key_id(), tenant=tenant.id, hash=hash_key(key),
                        role=Role(args.role) if args.role else None, created=now,
                        expires=now + timedelta(days=args.expires) if args.expires is not None else None)
-    updated = tenants.with_key(stored, args.file)  # refused before anything is written if invalid
-    save_tenants_file(args.file, updated)
+    updated = add_key_to_file(args.file, stored)  # refused before anything is written if invalid
     print(key)
     print(f"key '{stored.id}' of tenant '{tenant.id}' (role {updated.key_role(stored).value}) written to {args.file} "
           f"as its hash; this is the only time the key is shown", file=sys.stderr)
@@ -36,11 +42,11 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    tenants = load_tenants_file(args.file)
-    if tenants.key(args.id) is None:
-        ids = [key.id for key in tenants.keys]
-        raise ValueError(f"no key '{args.id}' in {args.file}; keys: {', '.join(ids) or 'none'}")
-    save_tenants_file(args.file, tenants.with_key_revoked(args.id))
+    try:
+        revoke_key_in_file(args.file, args.id)
+    except KeyError:
+        ids = [key.id for key in load_tenants_file(args.file).keys]
+        raise ValueError(f"no key '{args.id}' in {args.file}; keys: {', '.join(ids) or 'none'}") from None
     print(f"key '{args.id}' revoked in {args.file}; a running server refuses it once it reads the file again "
           f"(on SIGHUP or POST /admin/reload)",
           file=sys.stderr)
@@ -70,14 +76,16 @@ def add_keys_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "keys", help="make, revoke and list API keys in a tenants file",
         description="Manage the API keys of a tenants file (the tenants_file setting). The file stores only "
-                    "each key's SHA-256 hash; a new key is printed once. create and revoke rewrite the file, "
-                    "without its comments.",
+                    "each key's SHA-256 hash; a new key is printed once. create and revoke change only the lines "
+                    "of the key, keeping the rest of the file as written.",
     )
     actions = parser.add_subparsers(dest="keys_action", required=True)
     create = actions.add_parser("create", help="make a key for a tenant and print it once")
     create.add_argument("--tenant", required=True, help="id of the tenant the key speaks for")
     create.add_argument("--role", choices=[role.value for role in Role],
                         help="narrow the key to this role (default: the tenant's role)")
+    create.add_argument("--init", action="store_true", help="create the tenants file with this tenant (--role, "
+                        "default user; every model) if it is missing, readable by its owner only")
     create.add_argument("--expires", type=_positive_days, metavar="DAYS", help="days until the key expires "
                         "(default: never)")
     create.set_defaults(handler=_create)

@@ -17,6 +17,7 @@ class ModelConfig:
 
     model: str | None  # None: the embedded default model
     tokenizer: str | None  # None: the model folder
+    chat_template: str | None  # a Jinja file used instead of the tokenizer's template; None: the tokenizer's
     dtype: str
     max_context_len: int
     seed: int

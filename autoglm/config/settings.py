@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from autoglm.config.chat_template import read_chat_template
 from autoglm.config.engine import (
     CacheConfig,
     DeviceConfig,
@@ -128,6 +129,10 @@ class AutoGLMConfig(BaseModel):
         None,
         description="Model name the API reports and accepts in a request's model field; None means the model's.",
         json_schema_extra=_SERVER,
+    )
+    chat_template: str | None = Field(
+        None, description="Jinja chat template file to use instead of the tokenizer's own (vLLM's --chat-template).",
+        json_schema_extra=_MODEL,
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
@@ -742,6 +747,13 @@ class AutoGLMConfig(BaseModel):
             aliases = _DTYPE_ALIASES if info.field_name == "dtype" else _KV_CACHE_DTYPE_ALIASES
             return aliases.get(name, name)
         return value
+
+    @field_validator("chat_template")
+    @classmethod
+    def _readable_template(cls, path: str | None) -> str | None:
+        if path is not None:
+            read_chat_template(path)
+        return path
 
     @field_validator("device")
     @classmethod

@@ -13,6 +13,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from autoglm.model_paths import resolve_model_path
 from autoglm.attention.kv_cache_format import KVCacheFormat
 from autoglm.config import EngineConfig
+from autoglm.config.chat_template import read_chat_template
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.partition import partition_model
@@ -94,6 +95,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         tokenizer_path = str(config.model.tokenizer or rank.model_path)
         logger.info("loading the tokenizer from %s", tokenizer_path)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        if config.model.chat_template is not None:
+            logger.info("chat template from %s, instead of the tokenizer's", config.model.chat_template)
+            tokenizer.chat_template = read_chat_template(config.model.chat_template)
         max_context_len = config.model.max_context_len
         model_config = rank.model_config
         if model_config.max_position_embeddings and max_context_len > model_config.max_position_embeddings:

@@ -11,7 +11,6 @@ from fastapi import Request
 from autoglm.config import ServerConfig
 from autoglm.engine.client import EngineBuilder, EngineClient
 from autoglm.engine.stats import EngineStats
-from autoglm.model_paths import DEFAULT_MODEL_NAME
 from autoglm.registry.base import Registry
 from autoglm.server.openai.errors import APIError
 from autoglm.server.observability.metrics import ServerMetrics
@@ -19,6 +18,7 @@ from autoglm.server.response_cache.cache import response_cache_from_config
 from autoglm.server.versions.lifecycle import EngineLoader, ModelLifecycle
 from autoglm.server.versions.pool import VersionPool
 from autoglm.server.versions.routing import ModelRouter, ModelRoutes, model_name_of
+from autoglm.server.versions.served_names import served_model_name
 from autoglm.server.versions.served_version import ServedVersion
 from autoglm.server.versions.version_ids import version_id
 from autoglm.server.http.request_ids import client_request_id
@@ -29,14 +29,6 @@ from autoglm.server.openai.tokenizer_pool import TokenizerPool
 from autoglm.server.observability.tracking import RequestTracker
 
 logger = logging.getLogger(__name__)
-
-
-def served_model_name(config: ServerConfig) -> str:
-    """The name requests use for the model by default: the first served from the registry, else as configured,
-    else as given on the command line."""
-    if config.versions.serve_models:
-        return model_name_of(config.versions.serve_models[0])
-    return config.http.served_model_name or config.engine.model.model or DEFAULT_MODEL_NAME
 
 
 class ServerState:

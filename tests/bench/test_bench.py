@@ -79,6 +79,13 @@ def test_make_model_writes_a_checkpoint_transformers_loads(narrow_model):
     assert max(tokenizer.encode("Throughput is counted in tokens per second.")) < config["vocab_size"]
 
 
+def test_make_model_writes_a_role_tagged_chat_template(narrow_model):
+    tokenizer = AutoTokenizer.from_pretrained(narrow_model)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == (
+        "<|system|>\nBe brief.\n<|user|>\nHello\n<|assistant|>\n")
+
+
 def test_make_model_is_reproducible_from_its_seed(narrow_model, tmp_path):
     make_narrow_model(tmp_path / "same")
     make_narrow_model(tmp_path / "other", seed=1)

@@ -114,3 +114,19 @@ def test_a_weight_must_be_finite_and_a_cache_salt_not_empty(tmp_path):
     message = load_error(tmp_path, "tenants:\n  - id: team-a\n    weight: .inf\n    cache_salt: ''\n")
     assert "tenant 'team-a': weight: Input should be a finite number" in message
     assert "tenant 'team-a': cache_salt: String should have at least 1 character" in message
+
+
+@pytest.mark.parametrize("entry", [
+    "  - id: k1  # the old key\n    tenant: a\n    hash: sha256:{hash}\n    created: 2026-01-05T09:30:00+00:00\n",
+    "  - {id: k1, tenant: a, hash: 'sha256:{hash}', created: '2026-01-05T09:30:00+00:00'}  # the old key\n",
+    "  - id: k1  # the old key\n    tenant: a\n    hash: sha256:{hash}\n    revoked: false\n"
+    "    created: 2026-01-05T09:30:00+00:00\n",
+])
+def test_a_revocation_by_the_server_changes_only_the_keys_lines(tmp_path, entry):
+    before = "# team a\ntenants:\n  - id: a\n    role: user  # as written\n    weight: 2\nkeys:\n"
+    path = write(tmp_path, before + entry.replace("{hash}", "0" * 64) + "# end\n")
+    keyring = KeyRing(load_tenants_file(path), path)
+    assert keyring.revoke("k1").revoked and keyring.tenants.key("k1").revoked
+    text = path.read_text()
+    assert text.startswith(before) and text.endswith("# end\n") and "# the old key" in text
+    assert load_tenants_file(path).key("k1").revoked

@@ -1,4 +1,5 @@
-"""A small byte-level BPE tokenizer for benchmark checkpoints, which have no real one offline.
+"""A small byte-level BPE tokenizer for benchmark checkpoints, which have no real one offline, with a plain
+role-tagged chat template.
 
 Benchmarks feed token ids, so the tokenizer only has to exist (the engine loads one and
 detokenizes every output) and hand out ids below the model's vocabulary size. Ids it does
@@ -11,6 +12,11 @@ from transformers import PreTrainedTokenizerFast
 
 PAD_TOKEN, EOS_TOKEN = "<|pad|>", "<|endoftext|>"
 TARGET_VOCAB_SIZE = 1024
+# Each message on its own lines after its role's tag, so /v1/chat/completions works on these checkpoints too.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 
 # Fixed training text: the same text gives the same merges, so checkpoints are reproducible.
 TRAINING_TEXT = (
@@ -44,4 +50,6 @@ def build_bench_tokenizer(model_vocab_size: int) -> PreTrainedTokenizerFast:
             f"a vocabulary of {model_vocab_size} is too small for a byte-level tokenizer, which needs "
             f"{tokenizer.get_vocab_size()} entries; use a vocab_size of at least that"
         )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=PAD_TOKEN, eos_token=EOS_TOKEN)
+    bench_tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=PAD_TOKEN, eos_token=EOS_TOKEN)
+    bench_tokenizer.chat_template = CHAT_TEMPLATE
+    return bench_tokenizer

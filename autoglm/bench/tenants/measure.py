@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from autoglm.bench.lib.client import CompletionTarget
 from autoglm.bench.lib.datasets import ServeRequest, random_requests
-from autoglm.bench.lib.errors import ServeBenchError
 from autoglm.bench.lib.rate_runner import rate_label, run_at_rate, tenant_sends
 from autoglm.bench.lib.serve_metrics import aggregate
 from autoglm.bench.lib.server import start_server
 from autoglm.bench.lib.tenant_load import TenantLoad
 from autoglm.bench.lib.tenant_metrics import tenant_results
 from autoglm.bench.tenants.tenants_file import FLOODER, VICTIM, write_bench_tenants
+from autoglm.model_paths import resolve_model_path
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -65,17 +65,15 @@ def run_phase(settings: PhaseSettings, name: str, loads: Sequence[TenantLoad]) -
 
 
 def phase_settings(base_url: str, api_key: str | None, args: argparse.Namespace) -> PhaseSettings:
-    """The served model's name, and its tokenizer from the folder it names (the server runs here)."""
+    """The served model's name, and its tokenizer from the folder the server was started on (the server names
+    its model, never the folder)."""
     from transformers import AutoTokenizer
 
     from autoglm.bench.lib.client import fetch_models
 
     card = fetch_models(base_url, api_key)[0]
-    root = card.get("root")
-    if not isinstance(root, str) or not Path(root).is_dir():
-        raise ServeBenchError(f"the server names no model folder on this machine ({root!r}) to draw prompts with")
-    return PhaseSettings(base_url, card["id"], AutoTokenizer.from_pretrained(root), args.input_len, args.output_len,
-                         args.seed, args.timeout_s)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.model))
+    return PhaseSettings(base_url, card["id"], tokenizer, args.input_len, args.output_len, args.seed, args.timeout_s)
 
 
 def throughput_rounds(open_settings: PhaseSettings, keyed_settings: PhaseSettings, api_key: str,

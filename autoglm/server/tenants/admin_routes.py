@@ -128,7 +128,7 @@ async def reload(raw: Request) -> ReloadReport:
 
 @router.post("/keys/{key_id}/revoke")
 async def revoke_key(key_id: str, raw: Request) -> KeyReport:
-    """Mark the key revoked in the tenants file (written anew in one step) and refuse it from now on."""
+    """Mark the key revoked in the tenants file (one line of it changed, in one step) and refuse it from now on."""
     check_admin(raw)
     _, keyring = _state(raw)
     try:

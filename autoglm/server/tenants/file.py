@@ -5,6 +5,8 @@ file, the tenant or key it sits in, the field, and what is allowed.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -17,6 +19,7 @@ from pydantic_core import ErrorDetails
 from autoglm.atomic_write import write_text_atomically
 from autoglm.config import ConfigError
 from autoglm.errors import quote_value
+from autoglm.server.tenants.file_edits import text_with_key, text_with_key_revoked
 
 # A tenant may use every model the server serves.
 ANY_MODEL = "*"
@@ -142,12 +145,21 @@ def utc_now() -> datetime:
 
 def load_tenants_file(path: Path) -> TenantsFile:
     """The validated tenants file at `path`; a TenantsFileError naming what is wrong otherwise."""
+    return _parsed(_read(path), path)
+
+
+def _read(path: Path) -> str:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TenantsFileError(f"tenants file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise TenantsFileError(f"cannot read tenants file {path}: {error}") from None
+
+
+def _parsed(text: str, path: Path) -> TenantsFile:
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise TenantsFileError(f"malformed tenants file {path}: {error}") from None
     if not isinstance(data, dict):
@@ -164,13 +176,54 @@ def _validated(data: dict[str, Any], path: Path) -> TenantsFile:
         raise TenantsFileError(f"invalid tenants file {path}:\n  " + "\n  ".join(lines)) from None
 
 
-def save_tenants_file(path: Path, tenants: TenantsFile) -> None:
-    """Write `tenants` over the file at `path` in one step, so a reader never sees half a file.
+def create_tenants_file(path: Path, tenant_id: str, role: Role) -> None:
+    """A new tenants file at `path` naming one tenant, readable and writable by its owner only (it lists who may
+    use the server); a TenantsFileError if the file exists."""
+    data = {"tenants": [{"id": tenant_id, "role": role.value, "models": [ANY_MODEL]}]}
+    _validated(data, path)
+    text = (f"# Tenants and the hashes of their keys, for `autoglm serve --tenants-file {path.name}`;\n"
+            f"# docs/TENANTS.md lists every field. `autoglm keys` adds and revokes keys.\n"
+            + yaml.safe_dump(data, sort_keys=False))
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise TenantsFileError(f"tenants file {path} already exists") from None
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
 
-    The YAML is written anew: comments in the old file are not kept.
-    """
-    text = yaml.safe_dump(tenants.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
-    write_text_atomically(path, text)  # whoever could read the file before still can
+
+def add_key_to_file(path: Path, key: StoredKey) -> TenantsFile:
+    """The tenants file at `path` with `key` added, written; refused before anything is written if the key does
+    not fit the file (a role above its tenant's)."""
+    text = _read(path)
+    updated = _parsed(text, path).with_key(key, path)
+    _write_edit(path, lambda: text_with_key(text, key.model_dump(mode="json", exclude_defaults=True)), updated)
+    return updated
+
+
+def revoke_key_in_file(path: Path, key_id: str) -> TenantsFile:
+    """The tenants file at `path` with the key `key_id` marked revoked, written; KeyError if it has no such key."""
+    text = _read(path)
+    tenants = _parsed(text, path)
+    if tenants.key(key_id) is None:
+        raise KeyError(key_id)
+    updated = tenants.with_key_revoked(key_id)
+    _write_edit(path, lambda: text_with_key_revoked(text, key_id), updated)
+    return updated
+
+
+def _write_edit(path: Path, edit: Callable[[], str], updated: TenantsFile) -> None:
+    """Write the user's text changed by `edit`, in one step so a reader never sees half a file; when the edited
+    text would not read back as `updated` (a layout the edit does not know), the file written anew instead,
+    without its comments."""
+    try:
+        edited = edit()
+        kept = _parsed(edited, path) == updated
+    except (TenantsFileError, yaml.YAMLError, ValueError):
+        kept = False
+    if not kept:
+        edited = yaml.safe_dump(updated.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
+    write_text_atomically(path, edited)  # whoever could read the file before still can
 
 
 def _explain(problem: ErrorDetails, data: dict[str, Any]) -> str:

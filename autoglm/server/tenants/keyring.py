@@ -10,8 +10,10 @@ from pathlib import Path
 from autoglm.config import ConfigError, ServerConfig
 from autoglm.server.openai.errors import APIError
 from autoglm.server.tenants.file import (ANY_MODEL, Role, StoredKey, Tenant, TenantsFile,
-                                         TenantsFileError, load_tenants_file, save_tenants_file, utc_now)
+                                         TenantsFileError, load_tenants_file, revoke_key_in_file, utc_now)
 from autoglm.server.tenants.keys import hash_key, hashes_match
+from autoglm.server.tenants.unserved_models import warn_of_unserved_models
+from autoglm.server.versions.served_names import served_model_names
 
 # The tenant the one `api_key` setting speaks for.
 API_KEY_TENANT = "default"
@@ -39,10 +41,13 @@ class KeyRing:
     already let in keep the principal they were given.
     """
 
-    def __init__(self, tenants: TenantsFile, path: Path | None = None) -> None:
+    def __init__(self, tenants: TenantsFile, path: Path | None = None, served_models: tuple[str, ...] = ()) -> None:
         self.tenants = tenants
         self.path = path  # None: the keys come from the api_key setting, not a file
+        self.served_models = served_models  # to warn of a tenant allowed none of them, at load and reload
         self._file_turn = threading.Lock()  # one read-modify-write of the file at a time
+        if path is not None:
+            warn_of_unserved_models(tenants, served_models)
 
     def has_tenant(self, tenant_id: str) -> bool:
         return self.tenants.tenant(tenant_id) is not None
@@ -52,18 +57,15 @@ class KeyRing:
         keys served stay as they were."""
         path = self._file_path()
         with self._file_turn:
-            self.tenants = load_tenants_file(path)
-            return self.tenants
+            tenants = self.tenants = load_tenants_file(path)
+        warn_of_unserved_models(tenants, self.served_models)
+        return tenants
 
     def revoke(self, key_id: str) -> StoredKey:
         """Mark the key revoked in the tenants file and serve the file so changed; KeyError if no such key."""
         path = self._file_path()
         with self._file_turn:
-            tenants = load_tenants_file(path)  # as it is on disk, with any edit made since it was read
-            if tenants.key(key_id) is None:
-                raise KeyError(key_id)
-            updated = tenants.with_key_revoked(key_id)
-            save_tenants_file(path, updated)
+            updated = revoke_key_in_file(path, key_id)  # as it is on disk, with any edit made since it was read
             self.tenants = updated
         revoked = updated.key(key_id)
         assert revoked is not None
@@ -103,7 +105,7 @@ def keyring_from_config(config: ServerConfig) -> KeyRing | None:
                           "with 'autoglm keys create' instead)")
     if config.tenants.tenants_file is not None:
         path = Path(config.tenants.tenants_file)
-        return KeyRing(load_tenants_file(path), path)
+        return KeyRing(load_tenants_file(path), path, served_model_names(config))
     if config.tenants.api_key is not None:
         tenant = Tenant(id=API_KEY_TENANT, role=Role.ADMIN, models=(ANY_MODEL,))
         key = StoredKey(id="api_key", tenant=API_KEY_TENANT, hash=hash_key(config.tenants.api_key),
