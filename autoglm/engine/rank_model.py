@@ -61,7 +61,7 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
     dtype = compute_dtype(requested_dtype, device, config.device.cpu_upcast_half)
     if dtype != requested_dtype:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
-                       "keeps half precision, emulated and slower)", requested_dtype)
+                       "keeps half precision, emulated and slower)", str(requested_dtype).removeprefix("torch."))
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     quantization = WeightQuantization.from_settings(config.model.quantization, config.model.quantization_group_size,

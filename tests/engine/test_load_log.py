@@ -49,3 +49,11 @@ def test_an_lm_head_computed_as_the_layers_is_said_once(caplog):
 def test_integer_weights_name_the_activations_they_multiply(weight_format, fused_dtype, computed_in, said):
     method = QuantizeAtLoadLinearMethod(weight_format, fused_dtype)
     assert method.describe(computed_in) == f"{said}, quantized as they load"
+
+
+def test_a_cpu_without_half_precision_units_is_named_in_the_settings_words(caplog, monkeypatch):
+    monkeypatch.setattr("autoglm.engine.rank_model.compute_dtype", lambda *_: torch.float32)
+    with caplog.at_level(logging.WARNING, logger="autoglm.engine.rank_model"):
+        load_rank_model(AutoGLMConfig(device="cpu").engine_config(), torch.device("cpu"))
+    warnings = [record.getMessage() for record in caplog.records if record.name == "autoglm.engine.rank_model"]
+    assert warnings[0].startswith("this CPU has no bfloat16 matrix instructions: computing in float32")
