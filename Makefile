@@ -8,23 +8,29 @@ space := $(subst ,, )
 
 .PHONY: install install-test redis-server serve test demo clean
 
+# Each install step says what it installs before pip, quiet, works for up to a minute.
 $(PY):
+	@echo "creating $(VENV) and updating its pip"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
 # torch is pinned to the CPU build that lies on this machine's disk when none is installed;
 # a looser range would pull a multi-GB CUDA build.
 $(VENV)/.installed-torch: $(PY)
-	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet torch==2.13.0
+	@$(PY) -c "import torch" 2>/dev/null || \
+		{ echo "installing torch 2.13.0 into $(VENV) (first time: a few minutes)"; $(PIP) install --quiet torch==2.13.0; }
 	touch $@
 
 $(VENV)/.installed-serve: $(VENV)/.installed-torch pyproject.toml
+	@echo "installing open-autoglm and its serving dependencies into $(VENV) (first time: about a minute)"
 	$(PIP) install --quiet -e .
 	touch $@
 
 # The CPU kernels' build (minutes, once per torch version) starts as soon as torch and ninja are in,
 # so it runs while the rest installs; the tests' own start of it waits on the same lock.
 $(VENV)/.installed-test: $(VENV)/.installed-torch pyproject.toml
+	@echo "installing ninja, then open-autoglm with its test and client extras into $(VENV) (first time: a few" \
+		"minutes; the CPU kernels build meanwhile, logged in $(VENV)/kernel-build.log)"
 	$(PIP) install --quiet ninja
 	$(PY) -c "from autoglm.kernels.cpu_extension import wait_for_cpu_kernels; wait_for_cpu_kernels(900)" \
 		>$(VENV)/kernel-build.log 2>&1 &

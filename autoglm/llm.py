@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from collections.abc import Sequence as SequenceABC
 from dataclasses import replace
+from functools import partial
 
 from tqdm.auto import tqdm
 
@@ -63,10 +65,14 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
-        use_tqdm: bool = True,
+        use_tqdm: bool | Callable[..., tqdm] = True,
         priority: SequenceABC[int] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for every prompt; outputs come back in input order."""
+        """Generate for every prompt; outputs come back in input order.
+
+        ``use_tqdm`` shows a bar of requests finished, or is what makes the bar, given its ``total``
+        (``functools.partial(tqdm, desc=...)``): a caller names what its requests do.
+        """
         prompt_list = _as_prompt_list(prompts)
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             params_list = [sampling_params or SamplingParams()] * len(prompt_list)
@@ -93,9 +99,10 @@ class LLM:
             for request_id in request_ids:
                 self.engine.abort_request(request_id)
 
-    def _run(self, request_ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
+    def _run(self, request_ids: list[str], use_tqdm: bool | Callable[..., tqdm]) -> list[RequestOutput]:
         finished: dict[str, RequestOutput] = {}
-        with tqdm(total=len(request_ids), desc="generate", unit="req", disable=not use_tqdm) as bar:
+        make_bar = use_tqdm if callable(use_tqdm) else partial(tqdm, desc="generate", unit="req", disable=not use_tqdm)
+        with make_bar(total=len(request_ids)) as bar:
             while len(finished) < len(request_ids):
                 for output in self.engine.step():
                     if output.finished:

@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
+
+from tqdm.auto import tqdm
 
 from autoglm.engine.tokenize import encode_text
 from autoglm.llm import LLM
 from autoglm.sampling_params import SamplingParams
+
+# "scoring perplexity: 100%|███| 302/302 passages [00:10<00:00]": what is done, counted in what the user gave.
+PROGRESS_BAR = "scoring perplexity: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} passages [{elapsed}<{remaining}]"
 
 
 @dataclass
@@ -47,7 +53,7 @@ def score_windows(token_ids: list[int], window: int) -> list[tuple[int, int]]:
 def evaluate_perplexity(llm: LLM, text: str, window: int | None = None, use_tqdm: bool = False) -> PerplexityResult:
     """Negative log-likelihood of ``text`` under the model, scored in context windows.
 
-    `use_tqdm` shows a bar of windows scored: a long text takes minutes.
+    `use_tqdm` shows a bar of passages (context windows) scored: a long text takes minutes.
     """
     token_ids = encode_text(llm.get_tokenizer(), text)
     if len(token_ids) < 2:
@@ -56,7 +62,8 @@ def evaluate_perplexity(llm: LLM, text: str, window: int | None = None, use_tqdm
     spans = score_windows(token_ids, window)
     prompts = [token_ids[start : start + window] for start, _ in spans]
     params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
-    outputs = llm.generate(prompts, params, use_tqdm=use_tqdm)
+    bar = partial(tqdm, bar_format=PROGRESS_BAR) if use_tqdm else False
+    outputs = llm.generate(prompts, params, use_tqdm=bar)
     total, scored = 0.0, 0
     for (start, scored_from), output in zip(spans, outputs):
         for offset, position in enumerate(output.prompt_logprobs):

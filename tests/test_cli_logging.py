@@ -25,7 +25,7 @@ def test_start_up_stages_are_logged_by_default(tiny_model, caplog, capsys) -> No
     assert generate(tiny_model) == 0
     messages = caplog.messages
     assert messages[0] == f"model: {tiny_model}"
-    assert any(message.startswith(f"loading LlamaForCausalLM weights from {tiny_model}") for message in messages)
+    assert any(message.startswith(f"loading LlamaForCausalLM from {tiny_model}") for message in messages)
     assert any(message.startswith("loading the tokenizer") for message in messages)
     assert any(message.startswith("KV cache holds ") and " engine ready in " in message for message in messages)
     assert "generate: 100%" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """The engine's perplexity matches transformers' on the same text."""
 import math
+import re
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -46,4 +47,4 @@ def test_eval_ppl_command(tmp_path, capsys, caplog):
     assert captured.out.startswith("characters: ")
     assert "loss per character" in captured.out
     assert f"model: {model_dir}" in caplog.messages
-    assert "generate: 100%" in captured.err  # the progress bar of scored windows
+    assert re.search(r"scoring perplexity: 100%\|.*\| (\d+)/\1 passages", captured.err)  # says what it counts

@@ -151,7 +151,7 @@ class AsyncEngine:
     def linear_methods(self) -> str:
         """How the projections and the LM head compute (a CPU kernel rounds as PyTorch's matmul does not)."""
         methods = self.engine.linear_methods
-        return f"{methods.layers.describe()}; {methods.lm_head.describe()}"
+        return f"{methods.layers.describe(self.dtype)}; {methods.lm_head.describe(self.dtype)}"
 
     @property
     def device_type(self) -> str:

@@ -26,6 +26,7 @@ from autoglm.models.linear_method import (
     row_limit_for,
     with_int_weights,
 )
+from autoglm.models.parameter_count import count_parameters
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
 from autoglm.runner.padded_decode import PaddedDecodeSettings
@@ -60,7 +61,7 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
     dtype = compute_dtype(requested_dtype, device, config.device.cpu_upcast_half)
     if dtype != requested_dtype:
         logger.warning("this CPU has no %s matrix instructions: computing in float32 (cpu_upcast_half=false "
-                       "keeps half precision, emulated and slower)", requested_dtype)
+                       "keeps half precision, emulated and slower)", str(requested_dtype).removeprefix("torch."))
     # Never waits: a first start builds the kernels in the background while plain PyTorch serves.
     kernels_coming = device.type == "cpu" and start_cpu_kernel_build()
     quantization = WeightQuantization.from_settings(config.model.quantization, config.model.quantization_group_size,
@@ -72,10 +73,11 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
     linear_methods = linear_methods_for(device, dtype, requested_dtype, config.device.cpu_linear_kernel, row_limit,
                                         kernels_coming)
     linear_methods = with_int_weights(linear_methods, model_config, quantization, dtype, requested_dtype)
-    logger.info("loading %s weights from %s as %s on %s; projections: %s, LM head: %s", model_config.architecture,
-                model_path, str(dtype).removeprefix("torch."), device, linear_methods.layers.describe(),
-                linear_methods.lm_head.describe())
+    layers, lm_head = linear_methods.layers.describe(dtype), linear_methods.lm_head.describe(dtype)
+    logger.info("loading %s from %s on %s, computing in %s: %d layers of %s; LM head: %s", model_config.architecture,
+                model_path, device, str(dtype).removeprefix("torch."), model_config.num_hidden_layers, layers,
+                "the same" if lm_head == layers else lm_head)
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
-    logger.info("%.1fM parameters loaded", sum(parameter.numel() for parameter in model.parameters()) / 1e6)
+    logger.info("%.1fM parameters loaded", count_parameters(model) / 1e6)
     return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods,
                      config.device.cpu_kernel_max_rows == ALL_ROWS)

@@ -61,6 +61,7 @@ class LMHead(nn.Module):
                  tied_weight: nn.Parameter | None = None) -> None:
         super().__init__()
         self.linear_method = linear_method
+        self.tied = tied_weight is not None  # its weight counts as the embedding's, even once quantized apart
         if tied_weight is None:
             linear_method.create_weights(self, hidden_size, (vocab_size,), torch.get_default_dtype())
         else:

@@ -20,7 +20,8 @@ def test_the_built_client_reports_its_engines_limits_and_generates(chat_model):
     assert client.config == config.engine_config() and client.model_path == engine.model_path
     assert client.tokenizer is engine.tokenizer and client.max_context_len == engine.max_context_len
     assert client.inputs is engine.inputs
-    assert client.linear_methods == f"{engine.linear_methods.layers.describe()}; {engine.linear_methods.lm_head.describe()}"
+    assert client.linear_methods == (f"{engine.linear_methods.layers.describe(engine.dtype)}; "
+                                     f"{engine.linear_methods.lm_head.describe(engine.dtype)}")
     params = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
 
     async def scenario() -> list[int]:

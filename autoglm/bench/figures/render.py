@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.figures import quantization_tables, structured_tables, tables, tenant_tables
+from autoglm.bench.figures import glance_tables, quantization_tables, structured_tables, tables, tenant_tables
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.results import quantities as q
 from autoglm.bench.results.machine import describe_machine
@@ -54,6 +54,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "quant-memory": quantization_tables.quant_memory,
     "tenants": tenant_tables.tenants,
     "structured": structured_tables.structured,
+    "glance": glance_tables.glance,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {

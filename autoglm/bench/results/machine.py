@@ -29,7 +29,8 @@ def _instruction_sets(flags: dict[str, bool | None]) -> str:
     return ", ".join(parts)
 
 
-def _cpu(machine: dict[str, Any]) -> str:
+def describe_cpu(machine: dict[str, Any]) -> str:
+    """``AMD EPYC, 2 CPUs, AVX-512 with VNNI, AVX512-BF16, no AMX``: the CPU alone, without the software."""
     parts = [_cpu_name(machine["cpu_model"])] if machine.get("cpu_model") else []
     if machine.get("cpu_count"):
         parts.append(f"{machine['cpu_count']} CPUs")
@@ -47,7 +48,7 @@ def _accelerators(names: list[str]) -> str:
 
 def describe_machine(machine: dict[str, Any]) -> str:
     """The accelerators, if any, with the CPU as their host; then the software versions."""
-    cpu = _cpu(machine)
+    cpu = describe_cpu(machine)
     accelerators = machine.get("accelerators") or []
     hardware = _accelerators(accelerators) + (f" (host: {cpu})" if cpu else "") if accelerators else cpu
     versions = ", ".join(f"{package} {machine[key]}" for package, key in

@@ -34,9 +34,9 @@ class LinearMethodBase(ABC):
         """The name of the code :meth:`apply` takes for this input (what ``--profile`` counts per layer)."""
         return "torch"
 
-    def describe(self) -> str:
-        """What start-up logs say of this method."""
-        return type(self).__name__
+    def describe(self, dtype: torch.dtype) -> str:
+        """What start-up logs say of the weights this method keeps, in a model computing in ``dtype``."""
+        return f"{str(dtype).removeprefix('torch.')} weights"
 
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         """The dtype a step of few rows reads its weights in (what bounds decode speed), right now."""

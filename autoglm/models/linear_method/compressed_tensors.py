@@ -69,6 +69,9 @@ class CompressedTensorsLinearMethod(IntWeightLinearMethod):
             q = layer.weight.detach()
         self.install(layer, q, scale)
 
+    def describe(self, dtype: torch.dtype) -> str:
+        return f"{super().describe(dtype)}, as the checkpoint stores them"
+
 
 
 def compressed_tensors_module(name: str, purpose: str) -> ModuleType:

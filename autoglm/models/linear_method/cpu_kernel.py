@@ -50,8 +50,8 @@ class CpuKernelLinearMethod(UnquantizedLinearMethod):
                 return y
         return super().apply(layer, x, bias)
 
-    def describe(self) -> str:
-        return f"{self.kernel.name} for {self.row_limit.describe()}"
+    def describe(self, dtype: torch.dtype) -> str:
+        return f"bfloat16 weights on the compiled kernel {self.kernel.name} for {self.row_limit.describe()}"
 
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         return torch.bfloat16 if self.kernel.loaded() else compute_dtype

@@ -34,6 +34,8 @@ from autoglm.models.linear_method.int_weights import IntWeightFormat
 
 # Parameters and buffers a method may leave on a layer; install() replaces them by its own.
 _LOADED_TENSORS = ("weight", "weight_scale", "weight_packed", "weight_shape")
+# The ``[out, in]`` of a layer's integer weight before packing: how many parameters it holds (int4 packs two a byte).
+QUANTIZED_SHAPE = "quantized_shape"
 
 
 DEQUANTIZE_PATH = "dequantize"
@@ -72,6 +74,7 @@ class IntWeightLinearMethod(LinearMethodBase):
             if hasattr(layer, name):
                 delattr(layer, name)
         group_size = q.shape[1] // scale.shape[1]
+        setattr(layer, QUANTIZED_SHAPE, q.shape)
         layer.int_kernel = kernel_for(self.weight_format, q.device, group_size, q.shape[1])
         fused_scale = scale.to(self.fused_dtype or scale.dtype)
         if layer.int_kernel is IntKernel.INT4_FUSED:
@@ -83,6 +86,13 @@ class IntWeightLinearMethod(LinearMethodBase):
             layer.register_buffer("weight_scale", scale.contiguous())
             if layer.int_kernel is IntKernel.INT8_FUSED:
                 layer.register_buffer("channel_scale", fused_scale[:, 0].contiguous())
+
+    def describe(self, dtype: torch.dtype) -> str:
+        """E.g. ``int4 weights in groups of 128 (W4A16)``: the activations' bits are those the kernels multiply in."""
+        bits = self.weight_format.bits
+        groups = f" in groups of {self.weight_format.group_size}" if self.weight_format.group_size else ""
+        activation_bits = torch.finfo(self.fused_dtype or dtype).bits
+        return f"int{bits} weights{groups} (W{bits}A{activation_bits})"
 
     def path(self, layer: nn.Module, x: torch.Tensor) -> str:
         """``int8-fused`` or ``int4-fused`` where PyTorch's integer-weight op runs, else ``dequantize``."""

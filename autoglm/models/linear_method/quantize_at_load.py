@@ -32,3 +32,6 @@ class QuantizeAtLoadLinearMethod(IntWeightLinearMethod):
         if self.weight_format.group_size is None and getattr(layer, "input_shards", 1) > 1:
             absmax = all_reduce_max(group_absmax(weight, group_size))
         self.install(layer, *quantize(weight, self.weight_format, group_size, absmax))
+
+    def describe(self, dtype: torch.dtype) -> str:
+        return f"{super().describe(dtype)}, quantized as they load"
