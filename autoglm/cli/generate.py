@@ -10,11 +10,11 @@ from autoglm.cli.settings import add_config_arguments, add_draw_arguments, annou
 
 
 def _generate(args: argparse.Namespace) -> int:
+    config = announced_config(args)  # a bad value is refused before the engine's modules load
     from autoglm.llm import LLM
     from autoglm.progress import show_progress
     from autoglm.sampling_params import SamplingParams
 
-    config = announced_config(args)
     params = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, max_tokens=args.max_tokens,
         stop=args.stop or None,
