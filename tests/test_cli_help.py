@@ -2,6 +2,7 @@
 placeholders that name what a flag takes."""
 from __future__ import annotations
 
+import argparse
 import re
 
 import pytest
@@ -55,7 +56,8 @@ def test_each_group_help_lists_that_groups_settings_alone(capsys: pytest.Capture
     groups = {AutoGLMConfig.group_of(name) for name in AutoGLMConfig.field_names()}
     for group in groups:
         name = group.value.lower().replace(" ", "-")
-        expected = {flag(setting) for setting in AutoGLMConfig.field_names() if AutoGLMConfig.group_of(setting) is group}
+        expected = {flag(setting) for setting in AutoGLMConfig.field_names()
+                    if AutoGLMConfig.group_of(setting) is group}
         assert listed_flags(help_text(["serve", f"--help={name}"], capsys)) == expected, name
 
 
@@ -104,3 +106,23 @@ def test_the_short_help_keeps_a_commands_own_default(capsys: pytest.CaptureFixtu
     text = " ".join(help_text(["bench", "throughput", "--help"], capsys).split())
     assert "weight and activation dtype (default: bfloat16)" in text
     assert build_parser().parse_args(["serve", "--dtype", "bf16"]).dtype == "bf16"
+
+
+def parsers_below(parser: argparse.ArgumentParser,
+                  path: tuple[str, ...] = ()) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every subcommand's parser under `parser`, by its path of names."""
+    found = {path: parser}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found |= parsers_below(child, (*path, name))
+    return found
+
+
+def test_every_flag_that_takes_a_value_names_its_kind() -> None:
+    """argparse's own placeholder is the flag's name in capitals (--top-p TOP_P), which says nothing of its kind."""
+    unnamed = [(path, action.option_strings) for path, parser in parsers_below(build_parser()).items()
+               if path[:1] != ("bench",) for action in parser._actions
+               if action.option_strings and action.nargs != 0 and action.help != argparse.SUPPRESS
+               and action.metavar is None and action.choices is None]
+    assert unnamed == []

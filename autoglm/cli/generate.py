@@ -36,7 +36,8 @@ def add_generate_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("prompts", nargs="+", metavar="PROMPT", help="a prompt text; give several to batch them")
     sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--max-tokens", type=int, default=64, help="tokens to generate per prompt (default: 64)")
+    sampling.add_argument("--max-tokens", type=int, default=64, metavar="N",
+                          help="tokens to generate per prompt (default: 64)")
     add_draw_arguments(sampling)
     sampling.add_argument("--stop", action="append", metavar="TEXT",
                           help="end a completion where this text appears, leaving it out; repeatable (default: none)")

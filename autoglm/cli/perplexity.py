@@ -54,7 +54,7 @@ def add_eval_ppl_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="score the part of the shipped Tiny Shakespeare corpus held out from the default model's training "
              "(the split its model card quotes)",
     )
-    parser.add_argument("--window", type=int, default=None,
+    parser.add_argument("--window", type=int, default=None, metavar="N",
                         help="tokens per scoring window (default: the context length less one)")
     add_config_arguments(parser)
     parser.set_defaults(handler=_eval_ppl)

@@ -62,11 +62,11 @@ class _RefusedFlag(argparse.Action):
 
 def add_draw_arguments(group: argparse._ArgumentGroup) -> None:
     """``--temperature``, ``--top-p`` and ``--top-k``, as every command that generates takes them."""
-    group.add_argument("--temperature", type=float, default=0.0,
+    group.add_argument("--temperature", type=float, default=0.0, metavar="NUMBER",
                        help="0 picks the likeliest token (greedy); higher values sample more freely (default: 0)")
-    group.add_argument("--top-p", type=float, default=1.0,
+    group.add_argument("--top-p", type=float, default=1.0, metavar="FRACTION",
                        help="sample from the likeliest tokens whose probabilities add up to this (default: 1)")
-    group.add_argument("--top-k", type=int, default=0,
+    group.add_argument("--top-k", type=int, default=0, metavar="N",
                        help="sample from this many likeliest tokens; 0 means all (default: 0)")
 
 
