@@ -96,3 +96,16 @@ def test_a_server_stopped_by_a_failed_load_never_says_it_is_running(caplog: pyte
         server.should_exit = False
         server._log_started_message([])
     assert "Uvicorn running on http://127.0.0.1:8123" in caplog.text
+
+
+@pytest.mark.timeout(180)
+def test_a_setting_the_model_refuses_while_loading_is_one_line_and_stops_the_server() -> None:
+    """The server loads the model after it starts (so /health answers meanwhile): a setting only the weights can
+    refuse is logged in one line, not as a traceback, and the process ends with the load-failure status."""
+    done = subprocess.run([sys.executable, "-m", "autoglm", "serve", "--quantization", "int8",
+                           "--quantization-group-size", "7", "--port", str(free_port())],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=150)
+    assert done.returncode == 1
+    assert "loading the model failed: layer 'model.layers.0.self_attn.qkv_proj': quantization group size 7" \
+        in done.stderr
+    assert "Traceback" not in done.stderr
