@@ -56,5 +56,5 @@ def test_each_refusal_says_what_to_write_instead(flag: str, instead: str, capsys
 
 def test_refused_flags_stay_out_of_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main(["serve", "--help"])
+        main(["serve", "--help=all"])
     assert "--gpu-memory-utilization" not in capsys.readouterr().out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from autoglm.config import AutoGLMConfig, EngineConfig, ServerConfig, SettingGroup
+from autoglm.config.settings import SERVER_GROUPS
 from autoglm.config.speculative import SpeculativeConfig
 
 ENGINE_PARTS_BY_GROUP = {SettingGroup.MODEL: {"model"}, SettingGroup.DEVICE: {"device", "parallel"},
@@ -48,7 +49,7 @@ def test_every_server_setting_lands_in_the_servers_part_beside_the_engines() -> 
     assert isinstance(server, ServerConfig) and server.engine == config.engine_config()
     leaves = {name: leaf for name, leaf in _leaves(server).items() if not leaf[0].startswith("engine.")}
     assert set(leaves) == {name for name in AutoGLMConfig.field_names()
-                           if AutoGLMConfig.group_of(name) in (SettingGroup.SERVER, SettingGroup.RAY)}
+                           if AutoGLMConfig.group_of(name) in SERVER_GROUPS}
     assert all(value == getattr(config, name) for name, (_, value) in leaves.items())
     assert (server.http.port, server.ray.ray_max_replicas, server.versions.auto_rollback) == (9000, 2, True)
 
@@ -58,6 +59,6 @@ def test_the_engines_part_holds_no_server_setting_and_no_part_prints_a_secret() 
     engine = config.engine_config()
     assert isinstance(engine, EngineConfig)
     assert not set(_leaves(engine)) & {name for name in AutoGLMConfig.field_names()
-                                       if AutoGLMConfig.group_of(name) in (SettingGroup.SERVER, SettingGroup.RAY)}
+                                       if AutoGLMConfig.group_of(name) in SERVER_GROUPS}
     printed = repr(config.server_config())
     assert not [secret for secret in SECRETS.values() if secret in printed]

@@ -10,11 +10,11 @@ from autoglm.cli.settings import add_config_arguments, add_draw_arguments, annou
 
 
 def _generate(args: argparse.Namespace) -> int:
+    config = announced_config(args)  # a bad value is refused before the engine's modules load
     from autoglm.llm import LLM
     from autoglm.progress import show_progress
     from autoglm.sampling_params import SamplingParams
 
-    config = announced_config(args)
     params = SamplingParams(
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, max_tokens=args.max_tokens,
         stop=args.stop or None,
@@ -36,7 +36,8 @@ def add_generate_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("prompts", nargs="+", metavar="PROMPT", help="a prompt text; give several to batch them")
     sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--max-tokens", type=int, default=64, help="tokens to generate per prompt (default: 64)")
+    sampling.add_argument("--max-tokens", type=int, default=64, metavar="N",
+                          help="tokens to generate per prompt (default: 64)")
     add_draw_arguments(sampling)
     sampling.add_argument("--stop", action="append", metavar="TEXT",
                           help="end a completion where this text appears, leaving it out; repeatable (default: none)")

@@ -81,7 +81,7 @@ def add_keys_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = parser.add_subparsers(dest="keys_action", required=True)
     create = actions.add_parser("create", help="make a key for a tenant and print it once")
-    create.add_argument("--tenant", required=True, help="id of the tenant the key speaks for")
+    create.add_argument("--tenant", required=True, metavar="ID", help="id of the tenant the key speaks for")
     create.add_argument("--role", choices=[role.value for role in Role],
                         help="narrow the key to this role (default: the tenant's role)")
     create.add_argument("--init", action="store_true", help="create the tenants file with this tenant (--role, "
@@ -90,10 +90,10 @@ def add_keys_subcommand(subparsers: argparse._SubParsersAction) -> None:
                         "(default: never)")
     create.set_defaults(handler=_create)
     revoke = actions.add_parser("revoke", help="mark a key revoked; it stays listed")
-    revoke.add_argument("id", help="the key's id, as 'autoglm keys list' shows it")
+    revoke.add_argument("id", metavar="ID", help="the key's id, as 'autoglm keys list' shows it")
     revoke.set_defaults(handler=_revoke)
     listing = actions.add_parser("list", help="list the keys: id, tenant, role, dates and state, never the key")
     listing.set_defaults(handler=_list)
     for action in (create, revoke, listing):
-        action.add_argument("--file", type=Path, default=DEFAULT_TENANTS_FILE,
+        action.add_argument("--file", type=Path, default=DEFAULT_TENANTS_FILE, metavar="FILE",
                             help=f"the tenants file (default: {DEFAULT_TENANTS_FILE})")

@@ -151,9 +151,10 @@ def _add_registry_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_SERVER_URL,
+    parser.add_argument("--url", default=DEFAULT_SERVER_URL, metavar="URL",
                         help=f"the running server's address (default: {DEFAULT_SERVER_URL})")
-    parser.add_argument("--api-key", help=f"an admin key, when the server has keys (default: ${API_KEY_ENV})")
+    parser.add_argument("--api-key", metavar="KEY",
+                        help=f"an admin key, when the server has keys (default: ${API_KEY_ENV})")
 
 
 def _add_offline_actions(actions: argparse._SubParsersAction) -> None:
@@ -164,8 +165,9 @@ def _add_offline_actions(actions: argparse._SubParsersAction) -> None:
                     "becomes its stable.")
     register.add_argument("name", metavar="NAME", help="the model's name, as requests will give it")
     register.add_argument("path", metavar="PATH", type=Path, help="the checkpoint folder (Hugging Face format)")
-    register.add_argument("--version", help="the version's id (default: the next number, 1, 2, ...)")
-    register.add_argument("--notes", default="", help="free text kept with the version (what changed, ...)")
+    register.add_argument("--version", metavar="VERSION", help="the version's id (default: the next number, 1, 2, ...)")
+    register.add_argument("--notes", default="", metavar="TEXT",
+                          help="free text kept with the version (what changed, ...)")
     register.add_argument("--eval-ppl", action="store_true",
                           help="score the checkpoint on the held-out corpus first (as `autoglm eval-ppl "
                                "--held-out`; engine settings from --config) and keep its perplexity")

@@ -28,13 +28,13 @@ def read_text_to_score(path: Path) -> str:
 
 
 def _eval_ppl(args: argparse.Namespace) -> int:
+    config = announced_config(args)  # a bad value is refused before the engine's modules load
     from autoglm.corpus import read_corpus
     from autoglm.llm import LLM
     from autoglm.perplexity import evaluate_perplexity
     from autoglm.progress import show_progress
 
     text = read_corpus().held_out if args.held_out else read_text_to_score(args.text)
-    config = announced_config(args)
     result = evaluate_perplexity(LLM.from_config(config), text, window=args.window, use_tqdm=show_progress())
     print(f"characters: {result.num_characters}  tokens: {result.num_tokens}  scored: {result.num_scored_tokens}")
     print(f"loss per token: {result.loss_per_token:.4f} nats  (perplexity {result.perplexity:.2f})")
@@ -54,7 +54,7 @@ def add_eval_ppl_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="score the part of the shipped Tiny Shakespeare corpus held out from the default model's training "
              "(the split its model card quotes)",
     )
-    parser.add_argument("--window", type=int, default=None,
+    parser.add_argument("--window", type=int, default=None, metavar="N",
                         help="tokens per scoring window (default: the context length less one)")
     add_config_arguments(parser)
     parser.set_defaults(handler=_eval_ppl)

@@ -39,10 +39,12 @@ def add_quantize_subcommand(subparsers: argparse._SubParsersAction) -> None:
         description="Quantize every decoder projection's weights (symmetric, per output channel or group-wise) "
                     "and write them in the compressed-tensors format that this engine, vLLM and transformers load.",
     )
-    parser.add_argument("--model", help="float checkpoint folder (default: the embedded default model)")
-    parser.add_argument("--out", type=Path, required=True, help="folder to write the quantized checkpoint to")
+    parser.add_argument("--model", metavar="FOLDER",
+                        help="float checkpoint folder (default: the embedded default model)")
+    parser.add_argument("--out", type=Path, required=True, metavar="FOLDER",
+                        help="folder to write the quantized checkpoint to")
     parser.add_argument("--method", required=True, choices=METHODS, help="int8 (W8A16) or int4 (W4A16)")
-    parser.add_argument("--group-size", type=int,
+    parser.add_argument("--group-size", type=int, metavar="N",
                         help="input columns sharing one scale (default: per output channel for int8, 128 for int4)")
     parser.add_argument("--quantize-lm-head", action="store_true", help="quantize an untied LM head too")
     parser.add_argument("--report", action="store_true",
@@ -50,5 +52,6 @@ def add_quantize_subcommand(subparsers: argparse._SubParsersAction) -> None:
                              "before and after, on the calibration text")
     parser.add_argument("--calibration-text", type=Path, metavar="FILE",
                         help="UTF-8 text the report measures on (default: the shipped corpus's held-out part)")
-    parser.add_argument("--output-json", type=Path, help="with --report, also write the report to this file")
+    parser.add_argument("--output-json", type=Path, metavar="FILE",
+                        help="with --report, also write the report to this file")
     parser.set_defaults(handler=_quantize)

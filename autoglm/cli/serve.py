@@ -34,16 +34,19 @@ def add_serve_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_server(args: argparse.Namespace) -> int:
+    settings = config_from_args(args)  # a bad value is refused before the server's modules load
+    from autoglm.engine.setup import check_tensor_parallel_split
     from autoglm.model_paths import resolve_model_path
     from autoglm.server.app import build_app
     from autoglm.server.http.draining_server import DrainingServer
     from autoglm.server.http.uvicorn_config import uvicorn_config
 
-    settings = config_from_args(args)
+    config = settings.server_config()  # what the server reads, split once here
     if not settings.serve_models:  # else the registry's versions are served, each checked as it loads
         announce_model(settings)
-        resolve_model_path(settings.model)  # a missing folder is a usage error, reported before the server starts
-    config = settings.server_config()  # what the server reads, split once here
+        # Usage errors, reported before the server starts: a missing folder, a model that does not split.
+        resolve_model_path(settings.model)
+        check_tensor_parallel_split(config.engine)
     if args.ray:
         return _run_on_ray(config)
     _configure_logging()

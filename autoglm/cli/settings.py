@@ -8,17 +8,22 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Mapping
-from types import NoneType
-from typing import Any, get_args
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from annotated_types import Le
+
+from autoglm.cli.help import add_grouped_help
 from autoglm.cli.logging import add_logging_arguments
 from autoglm.config import AutoGLMConfig, SettingGroup
 from autoglm.config.settings import SERVER_GROUPS, SETTING_ALIASES
 from autoglm.model_paths import DEFAULT_MODEL_DIR, DEFAULT_MODEL_NAME
 
 logger = logging.getLogger("autoglm.cli")
-# Placeholders in the help for settings of one plain type; others show the setting's name.
-_METAVARS = {int: "N", float: "SECONDS"}
+# Placeholders in the help for what a setting's type takes, where its field names none and its name no unit.
+_KIND_METAVARS = {int: "N", float: "NUMBER", str: "TEXT", bool: "true|false"}
+# Setting names' endings that name their unit.
+_UNIT_METAVARS = {"_s": "SECONDS", "_bytes": "BYTES"}
 # vLLM's short flags for our settings (its long spellings that differ are SETTING_ALIASES).
 VLLM_SHORT_FLAGS = {"tensor_parallel_size": "-tp"}
 _LEAVE_OUT_PIPELINE = "autoglm splits a model by tensor parallelism only: leave it out and give --tensor-parallel-size N"
@@ -57,11 +62,11 @@ class _RefusedFlag(argparse.Action):
 
 def add_draw_arguments(group: argparse._ArgumentGroup) -> None:
     """``--temperature``, ``--top-p`` and ``--top-k``, as every command that generates takes them."""
-    group.add_argument("--temperature", type=float, default=0.0,
+    group.add_argument("--temperature", type=float, default=0.0, metavar="NUMBER",
                        help="0 picks the likeliest token (greedy); higher values sample more freely (default: 0)")
-    group.add_argument("--top-p", type=float, default=1.0,
+    group.add_argument("--top-p", type=float, default=1.0, metavar="FRACTION",
                        help="sample from the likeliest tokens whose probabilities add up to this (default: 1)")
-    group.add_argument("--top-k", type=int, default=0,
+    group.add_argument("--top-k", type=int, default=0, metavar="N",
                        help="sample from this many likeliest tokens; 0 means all (default: 0)")
 
 
@@ -70,12 +75,14 @@ def add_config_arguments(
     with_server_settings: bool = False,
     defaults: Mapping[str, Any] | None = None,
 ) -> None:
-    """``--config FILE``, the logging flags and one ``--kebab-case`` flag per setting, under a heading per group.
+    """``--config FILE``, the logging flags and one ``--kebab-case`` flag per setting, under a heading per group;
+    ``--help`` shows the common ones and ``--help=GROUP`` the others.
 
     Server and Ray Serve settings only matter to ``serve``; `defaults` replace built-in defaults for this command
     (below the file and the environment) and show in the help. vLLM's flags that mean nothing here are refused,
     naming what to write instead.
     """
+    add_grouped_help(parser)
     parser.add_argument(
         "--config", metavar="FILE",
         help="settings file (YAML, JSON or TOML); AUTOGLM_<SETTING> variables override it, flags override both",
@@ -109,9 +116,28 @@ def _add_setting_flag(heading: argparse._ArgumentGroup, name: str, default: Any)
 
 
 def _metavar(name: str) -> str:
-    annotation = AutoGLMConfig.model_fields[name].annotation
-    kinds = [kind for kind in get_args(annotation) or (annotation,) if kind is not NoneType]
-    return _METAVARS.get(kinds[0], name.upper()) if len(kinds) == 1 else name.upper()
+    """The placeholder of a setting's flag: its field's own, else the unit its name ends in, else its kind."""
+    field = AutoGLMConfig.model_fields[name]
+    if "metavar" in field.json_schema_extra:
+        return field.json_schema_extra["metavar"]
+    unit = next((unit for ending, unit in _UNIT_METAVARS.items() if name.endswith(ending)), None)
+    if unit is not None:
+        return unit
+    if any(isinstance(bound, Le) and bound.le == 1 for bound in field.metadata):
+        return "FRACTION"
+    return "|".join(_kinds(field.annotation))
+
+
+def _kinds(annotation: Any) -> list[str]:
+    """What a value of `annotation` may be, as placeholders: a Literal's values, else its type's kind."""
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return [kind for arg in get_args(annotation) if arg is not NoneType for kind in _kinds(arg)]
+    if origin is Annotated:
+        return _kinds(get_args(annotation)[0])
+    if origin is Literal:
+        return [str(value) for value in get_args(annotation)]
+    return [_KIND_METAVARS.get(annotation, "VALUE")]
 
 
 def _flag(name: str) -> str:

@@ -84,18 +84,26 @@ class SettingGroup(str, Enum):
     CACHE = "KV cache"
     SCHEDULING = "scheduling"
     SERVER = "server"
+    TENANTS = "tenants"
+    RESPONSE_CACHE = "response cache"
+    VERSIONS = "model versions"
     RAY = "Ray Serve"  # read only by `autoglm serve --ray` and the Ray Serve application builder
 
 
-# Each field's metadata names its group: Field(..., json_schema_extra=_CACHE).
+# Each field's metadata names its group: Field(..., json_schema_extra=_CACHE); where its type does not say what a
+# flag takes, also the placeholder `--help` shows: json_schema_extra={**_MODEL, "metavar": "FOLDER"}.
 _MODEL = {"group": SettingGroup.MODEL.value}
 _DEVICE = {"group": SettingGroup.DEVICE.value}
 _CACHE = {"group": SettingGroup.CACHE.value}
 _SCHEDULING = {"group": SettingGroup.SCHEDULING.value}
 _SERVER = {"group": SettingGroup.SERVER.value}
+_TENANTS = {"group": SettingGroup.TENANTS.value}
+_RESPONSE_CACHE = {"group": SettingGroup.RESPONSE_CACHE.value}
+_VERSIONS = {"group": SettingGroup.VERSIONS.value}
 _RAY = {"group": SettingGroup.RAY.value}
 # Groups only a server reads; other commands leave their flags out.
-SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.RAY)
+SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.TENANTS, SettingGroup.RESPONSE_CACHE, SettingGroup.VERSIONS,
+                 SettingGroup.RAY)
 
 
 def parse_byte_size(text: str) -> int:
@@ -119,20 +127,22 @@ class AutoGLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str | None = Field(
-        None, description="Checkpoint folder in Hugging Face format; None means the embedded default model.",
-        json_schema_extra=_MODEL,
+        None, description="Checkpoint folder in Hugging Face format; unset: the embedded default model.",
+        json_schema_extra={**_MODEL, "metavar": "FOLDER"},
     )
     tokenizer: str | None = Field(
-        None, description="Tokenizer folder; None means the model folder.", json_schema_extra=_MODEL
+        None, description="Tokenizer folder; unset: the model folder.",
+        json_schema_extra={**_MODEL, "metavar": "FOLDER"},
     )
     served_model_name: str | None = Field(
         None,
-        description="Model name the API reports and accepts in a request's model field; None means the model's.",
-        json_schema_extra=_SERVER,
+        description=("Model name the API reports and accepts in a request's model field; unset: the checkpoint "
+                     "folder's own name (never its path)."),
+        json_schema_extra={**_SERVER, "metavar": "NAME"},
     )
     chat_template: str | None = Field(
         None, description="Jinja chat template file to use instead of the tokenizer's own (vLLM's --chat-template).",
-        json_schema_extra=_MODEL,
+        json_schema_extra={**_MODEL, "metavar": "FILE"},
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
@@ -148,7 +158,7 @@ class AutoGLMConfig(BaseModel):
             "'auto' (the accelerator PyTorch sees), 'cpu', 'cuda', 'cuda:N', 'xpu', 'xpu:N' or 'mps'; availability is "
             "checked later."
         ),
-        json_schema_extra=_DEVICE,
+        json_schema_extra={**_DEVICE, "metavar": "DEVICE"},
     )
     cpu_upcast_half: bool = Field(
         True,
@@ -166,7 +176,7 @@ class AutoGLMConfig(BaseModel):
             "the upcast float32 weights, the same float32 math from half the bytes), 'torch' (PyTorch's matmul only) "
             "or a kernel's name. Needs a C++ compiler (a one-time background build)."
         ),
-        json_schema_extra=_DEVICE,
+        json_schema_extra={**_DEVICE, "metavar": "KERNEL"},
     )
     cpu_kernel_max_rows: Annotated[int, Field(ge=0)] | Literal["all", "auto"] = Field(
         "all",
@@ -205,7 +215,7 @@ class AutoGLMConfig(BaseModel):
             "80% of the accelerator memory still free once a start-up profile run has set aside what the largest step "
             "and the decode graphs need (on CUDA a set budget that leaves less is refused)."
         ),
-        json_schema_extra=_CACHE,
+        json_schema_extra={**_CACHE, "metavar": "SIZE|FRACTION|auto"},
     )
     use_paged_attention: bool = Field(
         True,
@@ -220,7 +230,7 @@ class AutoGLMConfig(BaseModel):
         ge=1,
         description=(
             "Most sequences one tenant may have running at once, so that no tenant holds every slot; the "
-            "rest of its work waits even while slots are free. None: no cap. Requests without a tenant "
+            "rest of its work waits even while slots are free. Unset: no cap. Requests without a tenant "
             "(a server without keys, the offline LLM) are never capped."
         ),
         json_schema_extra=_SCHEDULING,
@@ -285,7 +295,7 @@ class AutoGLMConfig(BaseModel):
         ge=1,
         description=(
             "CPU threads for torch, per process (each tensor-parallel rank is one): the first engine of a process sets "
-            "them, a later one asking for another count keeps them and warns. None keeps torch's choice, shared out "
+            "them, a later one asking for another count keeps them and warns. Unset keeps torch's choice, shared out "
             "among the ranks under tensor parallelism."
         ),
         json_schema_extra=_DEVICE,
@@ -326,7 +336,7 @@ class AutoGLMConfig(BaseModel):
         None,
         ge=1,
         description=(
-            "Input columns sharing one scale; None: per output channel for int8, 128 for int4. Must divide every "
+            "Input columns sharing one scale; unset: per output channel for int8, 128 for int4. Must divide every "
             "quantized layer's input size, else loading names the layer and the sizes that would."
         ),
         json_schema_extra=_MODEL,
@@ -340,21 +350,21 @@ class AutoGLMConfig(BaseModel):
         description=(
             "Speculative decoding, as a mapping or its JSON text: {\"method\": \"ngram\" | \"draft_model\", "
             "\"num_speculative_tokens\": K, \"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4, \"model\": "
-            "DRAFT_FOLDER}; outputs are the same as without it. None: off."
+            "DRAFT_FOLDER}; outputs are the same as without it. Unset: off."
         ),
-        json_schema_extra=_MODEL,
+        json_schema_extra={**_MODEL, "metavar": "JSON"},
     )
     host: str = Field(
         "127.0.0.1",
         description="Address `autoglm serve` listens on.",
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_SERVER, "metavar": "ADDRESS"},
     )
     port: int = Field(
         8000,
         ge=1,
         le=65535,
         description="Port `autoglm serve` listens on.",
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_SERVER, "metavar": "PORT"},
     )
     max_waiting_requests: int = Field(
         256, ge=1, description="Queued requests beyond which the server answers 429.", json_schema_extra=_SERVER
@@ -420,10 +430,10 @@ class AutoGLMConfig(BaseModel):
         None,
         description=(
             "Host header names the server answers to ('*' for any, '*.example.com' for subdomains; a list, or "
-            "comma-separated in flags and variables), others getting 400; None: a server bound to a loopback address "
+            "comma-separated in flags and variables), others getting 400; unset: a server bound to a loopback address "
             "answers only to localhost, 127.0.0.1 and [::1] (any port), one bound elsewhere to any name."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_SERVER, "metavar": "HOSTS"},
     )
     cors_allowed_origins: tuple[str, ...] = Field(
         (),
@@ -431,7 +441,7 @@ class AutoGLMConfig(BaseModel):
             "Browser origins allowed to call the API ('*' for any); empty: no CORS headers, preflights refused: "
             "CORS off."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_SERVER, "metavar": "ORIGINS"},
     )
     enable_api_docs: bool = Field(
         True,
@@ -456,9 +466,9 @@ class AutoGLMConfig(BaseModel):
             "SHA-256 hashes of their API keys, made with `autoglm keys create` and read again on SIGHUP or POST "
             "/admin/reload; /v1/* and the tokenizer routes then need 'Authorization: Bearer KEY' (401 without a valid "
             "one, 403 outside the tenant's role or models) and /admin/* an admin key, while /health and /metrics stay "
-            "open. None, with no api_key either: the server is open to anyone who reaches it, and says so at start."
+            "open. Unset, with no api_key either: the server is open to anyone who reaches it, and says so at start."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_TENANTS, "metavar": "FILE"},
     )
     api_key: str | None = Field(
         None,
@@ -467,7 +477,7 @@ class AutoGLMConfig(BaseModel):
             "one-line alternative to tenants_file, not to be set with it."
         ),
         repr=False,
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_TENANTS, "metavar": "KEY"},
     )
     rate_limit_storage: str = Field(
         "memory://",
@@ -477,52 +487,52 @@ class AutoGLMConfig(BaseModel):
             "replicas share one budget per tenant."
         ),
         repr=False,
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_TENANTS, "metavar": "URL"},
     )
     usage_db: str | None = Field(
         None,
         description=(
             "SQLite file where each tenant's requests and tokens are counted, by day, across restarts; "
-            "None: $XDG_DATA_HOME/autoglm/usage.sqlite (~/.local/share/autoglm/usage.sqlite); ':memory:': "
+            "unset: $XDG_DATA_HOME/autoglm/usage.sqlite (~/.local/share/autoglm/usage.sqlite); ':memory:': "
             "counted for the process's life only. Used when tenants_file or api_key is set."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_TENANTS, "metavar": "FILE"},
     )
     usage_flush_interval_s: float = Field(
         1.0, gt=0,
         description="Seconds between writes of tenants' usage to usage_db, running requests' tokens included: "
                     "what a crash (kill -9) can lose.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_TENANTS,
     )
     registry: Literal["directory", "mlflow"] = Field(
         "directory",
         description="Where named model versions and their aliases are kept (see `autoglm models`): 'directory' "
                     "(one JSON file per model in registry_dir; no service needed) or 'mlflow' (the MLflow model "
                     "registry at mlflow_tracking_uri; needs the open-autoglm[mlflow] extra).",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     registry_dir: str | None = Field(
         None,
-        description="Folder of the directory registry; None: $XDG_DATA_HOME/autoglm/registry "
+        description="Folder of the directory registry; unset: $XDG_DATA_HOME/autoglm/registry "
                     "(~/.local/share/autoglm/registry). Checkpoints stay where they were registered from.",
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_VERSIONS, "metavar": "FOLDER"},
     )
     metrics_require_key: bool = Field(
         False,
         description="Serve /metrics only to an admin key (it shows every tenant's usage); needs tenants_file "
                     "or api_key. False: /metrics is open, as /health is.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_TENANTS,
     )
     mlflow_tracking_uri: str | None = Field(
         None,
         description=(
-            "The MLflow store of registry 'mlflow' (None: the MLFLOW_TRACKING_URI environment variable): a tracking "
+            "The MLflow store of registry 'mlflow' (unset: the MLFLOW_TRACKING_URI environment variable): a tracking "
             "server's URL (http://HOST:5000) or sqlite:///PATH; needs the open-autoglm[mlflow] extra. Checkpoints are "
             "downloaded once per version under $XDG_CACHE_HOME/autoglm/mlflow (~/.cache/autoglm/mlflow) and checked "
             "against their registered SHA-256."
         ),
         repr=False,
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_VERSIONS, "metavar": "URI"},
     )
     log_prompts: bool = Field(
         False,
@@ -545,26 +555,26 @@ class AutoGLMConfig(BaseModel):
         description=(
             "Where answers of deterministic requests (temperature 0, or a fixed seed) are kept to be served again: "
             "'memory' (this process, LRU by response_cache_max_bytes) or 'redis://HOST:PORT[/DB]' ('rediss://' for "
-            "TLS; needs the open-autoglm[redis] extra; shared by every replica that names it). None or 'off': no "
+            "TLS; needs the open-autoglm[redis] extra; shared by every replica that names it). Unset or 'off': no "
             "cache."
         ),
         repr=False,
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_RESPONSE_CACHE, "metavar": "memory|URL|off"},
     )
     response_cache_ttl_s: float = Field(
         3600.0, gt=0, description="Seconds a cached answer is served before it expires.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_RESPONSE_CACHE,
     )
     response_cache_max_entry_bytes: int = Field(
         1024**2, ge=1,
         description="Largest answer kept in the response cache, in bytes or a size such as '1MiB'; larger "
                     "ones are served and not kept.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_RESPONSE_CACHE,
     )
     response_cache_max_bytes: int = Field(
         128 * 1024**2, ge=1,
         description="Bytes the 'memory' response cache holds; past them the least recently used answers go.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_RESPONSE_CACHE,
     )
 
     serve_models: tuple[str, ...] = Field(
@@ -574,7 +584,7 @@ class AutoGLMConfig(BaseModel):
             "list or one comma-separated string; requests then route by their model field and the /admin/models routes "
             "manage the versions. Empty: serve `model` alone, as served_model_name."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra={**_VERSIONS, "metavar": "REFS"},
     )
     max_loaded_versions: int = Field(
         3, ge=1,
@@ -582,7 +592,7 @@ class AutoGLMConfig(BaseModel):
             "With serve_models: most model versions loaded at once (a stable, its canary and the previous "
             "stable kept warm for rollback need 3); each gets an equal share of kv_cache_memory."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     auto_rollback: bool = Field(
         False,
@@ -590,24 +600,24 @@ class AutoGLMConfig(BaseModel):
             "Set a canary's split back to 0% when it breaks auto_rollback_max_error_rate or "
             "auto_rollback_max_p99_ttft_s over auto_rollback_window_s, with a log line saying why."
         ),
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     auto_rollback_window_s: float = Field(
         60.0, gt=0, description="Seconds of a canary's latest requests that automatic rollback judges.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     auto_rollback_min_requests: int = Field(
         20, ge=1, description="Canary requests the window must hold before automatic rollback judges it.",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     auto_rollback_max_error_rate: float = Field(
         0.05, ge=0, le=1, description="Share of a canary's requests in the window that may fail (0-1).",
-        json_schema_extra=_SERVER,
+        json_schema_extra=_VERSIONS,
     )
     auto_rollback_max_p99_ttft_s: float | None = Field(
         None, gt=0, description="Highest p99 time to first token of a canary in the window, in seconds; "
-                                "None: latency never rolls back.",
-        json_schema_extra=_SERVER,
+                                "unset: latency never rolls back.",
+        json_schema_extra=_VERSIONS,
     )
 
     ray_min_replicas: int = Field(
@@ -629,7 +639,7 @@ class AutoGLMConfig(BaseModel):
     ray_target_ongoing_requests: float | None = Field(
         None, gt=0,
         description="Ongoing requests per replica the autoscaler aims at; a replica holding this many is passed "
-                    "over by cache-aware routing. None: max_num_seqs (a full batch).",
+                    "over by cache-aware routing. Unset: max_num_seqs (a full batch).",
         json_schema_extra=_RAY,
     )
     ray_prefix_routing: bool = Field(
@@ -646,14 +656,14 @@ class AutoGLMConfig(BaseModel):
     ray_metrics_port: int | None = Field(
         9400, ge=1, le=65535,
         description="Each replica serves its /metrics on this port plus its rank on its node, at the host "
-                    "setting's address; None: no metrics ports.",
-        json_schema_extra=_RAY,
+                    "setting's address; unset: no metrics ports.",
+        json_schema_extra={**_RAY, "metavar": "PORT"},
     )
     ray_num_gpus: float = Field(
         0.0,
         ge=0,
         description="GPUs Ray reserves for each engine replica (its CPUs: num_threads, else 1).",
-        json_schema_extra=_RAY,
+        json_schema_extra={**_RAY, "metavar": "GPUS"},
     )
 
     def __init__(self, /, **data: Any) -> None:

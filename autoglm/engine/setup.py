@@ -127,11 +127,18 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
                        runner.kv_pool.bytes_per_token, rank.linear_methods, workers)
 
 
+def check_tensor_parallel_split(config: EngineConfig) -> None:
+    """A ValueError naming the model's dimension that tensor_parallel_size does not divide, read from the
+    checkpoint's config alone, so that a command can refuse the settings before it starts anything."""
+    if config.parallel.tensor_parallel_size > 1:
+        partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model.model)), 0,
+                        config.parallel.tensor_parallel_size)
+
+
 def _start_workers(config: EngineConfig, device: torch.device) -> WorkerGroup:
     """Check that the model splits across the ranks (before anything starts), then start the workers."""
     parallel = config.parallel
-    partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model.model)), 0,
-                    parallel.tensor_parallel_size)
+    check_tensor_parallel_split(config)
     settings = group_settings(parallel.distributed_backend, device, parallel.tensor_parallel_size)
     logger.info("starting %d tensor-parallel workers (%s)", parallel.tensor_parallel_size - 1, settings.backend)
     return WorkerGroup.start(config, settings)

@@ -158,8 +158,11 @@ class ServerState:
                 await self.pool.load(self.model_name, "", load_engine)
                 self.router.routes[self.model_name] = ModelRoutes(self.model_name, "")
         except Exception as error:
-            logger.exception("loading the model failed")
             detail = error.body.error.message if isinstance(error, APIError) else f"{type(error).__name__}: {error}"
+            if isinstance(error, ValueError):  # a setting the model refuses: one line, as the command line says it
+                logger.error("loading the model failed: %s", error)
+            else:
+                logger.exception("loading the model failed")
             self.load_error = f"loading the model failed: {detail}"
             raise
         self.started = True

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import FrameType
 
 import uvicorn
@@ -60,6 +60,11 @@ class DrainingServer(uvicorn.Server):
             return
         self._drain_started = True
         self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _log_started_message(self, listeners: Sequence[socket.SocketType]) -> None:
+        # A model that failed to load while the sockets opened has stopped the server: it never says it runs.
+        if not self.should_exit:
+            super()._log_started_message(listeners)
 
     def stop(self, exit_code: int) -> None:
         self.exit_code = exit_code

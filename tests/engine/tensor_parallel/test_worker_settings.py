@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from autoglm import LLM
-from autoglm.config import AutoGLMConfig, EngineConfig, SettingGroup
+from autoglm.config import AutoGLMConfig, EngineConfig
+from autoglm.config.settings import SERVER_GROUPS
 from autoglm.engine.tensor_parallel import worker_group
 from autoglm.engine.tensor_parallel.worker import run_worker
 from tests.tiny_models import make_tiny_checkpoint
@@ -20,7 +21,7 @@ SECRETS = {"api_key": "sk-worker-must-not-see", "rate_limit_storage": "redis://:
            "mlflow_tracking_uri": "http://mlflow-user:mlflow-password@mlflow:5000",
            "response_cache": "redis://:cache-password@cache:6379/1"}
 SERVER_SETTINGS = {name for name in AutoGLMConfig.field_names()
-                   if AutoGLMConfig.group_of(name) in (SettingGroup.SERVER, SettingGroup.RAY)}
+                   if AutoGLMConfig.group_of(name) in SERVER_GROUPS}
 
 
 class _Spawned(Exception):
