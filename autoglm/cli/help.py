@@ -15,7 +15,7 @@ from typing import Any
 # own descriptions are for --help=GROUP.
 COMMON_SETTINGS = {
     "model": "checkpoint folder in Hugging Face format; unset: the embedded default model",
-    "served_model_name": "the model's name in the API; unset: the model's",
+    "served_model_name": "the model's name in the API; unset: the checkpoint folder's name",
     "host": "address to listen on",
     "port": "port to listen on",
     "dtype": "weight and activation dtype",
