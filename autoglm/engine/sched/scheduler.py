@@ -57,6 +57,8 @@ class Scheduler:
         self.num_steps = 0
         self.num_preemptions = 0
         self.isolated_request: str | None = None  # set: only this request's sequences run (step_isolation)
+        # Whether a waiting sequence of this request may be admitted now (see engine.kernel_switch).
+        self.admits_request: Callable[[str], bool] = lambda request_id: True
 
     @property
     def num_unfinished(self) -> int:
@@ -173,7 +175,8 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            if self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant):
+            if (self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant)
+                    or not self.admits_request(seq.request_id)):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)
