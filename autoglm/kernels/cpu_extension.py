@@ -53,7 +53,16 @@ _unavailable: str | None = None  # why this machine runs without them, once know
 _building_since: float | None = None  # monotonic time the background build started
 _starting = threading.Lock()
 _outside_steps: ModuleType | None = None  # in use outside steps: found at start-up, or waited for
-_step = threading.local()  # ``library``: what the step running on this thread was given
+_BETWEEN_STEPS = object()
+
+
+class _StepLibrary(threading.local):
+    """What the step running on this thread was given; a class default, so a read between steps raises nothing."""
+
+    library: object = _BETWEEN_STEPS
+
+
+_step = _StepLibrary()
 
 
 def start_cpu_kernel_build() -> bool:
@@ -84,24 +93,21 @@ def start_cpu_kernel_build() -> bool:
 
 def cpu_kernels() -> ModuleType | None:
     """The kernels if the running step (outside steps: the process) uses them, else None: take the
-    plain-PyTorch path. One attribute read, as every layer asks on every call."""
-    return getattr(_step, "library", _outside_steps)
+    plain-PyTorch path. Two reads, as every layer asks on every call."""
+    library = _step.library
+    return _outside_steps if library is _BETWEEN_STEPS else library
 
 
 @contextlib.contextmanager
 def cpu_kernels_in_use(use: bool) -> Iterator[None]:
     """Within this, on this thread, ``cpu_kernels()`` is the library if ``use``, else None: one step's path.
     A tensor-parallel worker told to use a library it is still loading waits for it."""
-    library = _loaded(wait=True) if use else None
-    had_step, before = hasattr(_step, "library"), getattr(_step, "library", None)
-    _step.library = library
+    before = _step.library
+    _step.library = _loaded(wait=True) if use else None
     try:
         yield
     finally:
-        if had_step:
-            _step.library = before
-        else:
-            del _step.library
+        _step.library = before
 
 
 def cpu_kernels_built() -> bool:
