@@ -51,12 +51,10 @@ class KernelSwitch:
         this step; ``begun``: the unfinished requests that have run a step. True the moment it switches."""
         if not self.pending:
             return False
-        if self.finishing is None:
-            self.finishing = set(begun)
-            if begun:
-                logger.info("the CPU kernels are built: admitting no new request until the %d running on plain "
-                            "PyTorch have finished, then switching to them", len(begun))
-        self.finishing &= begun
+        if self.finishing is None and begun:
+            logger.info("the CPU kernels are built: admitting no new request until the %d running on plain "
+                        "PyTorch have finished, then switching to them", len(begun))
+        self.finishing = set(begun)  # a request run alone to find a failure is admitted meanwhile: it joins
         if self.finishing:
             return False
         self.finishing = None

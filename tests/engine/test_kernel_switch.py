@@ -44,3 +44,13 @@ def test_an_idle_engine_switches_at_its_next_step():
 def test_an_engine_off_the_cpu_never_switches():
     switch = KernelSwitch.for_device(torch.device("meta"))
     assert not switch.pending and not switch.at_step_boundary(set()) and not switch.in_use
+
+
+def test_a_request_that_begins_during_the_switch_finishes_before_it():
+    built = Built()
+    switch = KernelSwitch(built=built)
+    built.done = True
+    assert not switch.at_step_boundary({"a"})
+    assert not switch.at_step_boundary({"a", "alone"})  # run alone to find a failed step's cause
+    assert not switch.at_step_boundary({"alone"}) and switch.admits("alone") and not switch.admits("new")
+    assert switch.at_step_boundary(set())
