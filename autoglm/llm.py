@@ -46,6 +46,7 @@ class LLM:
     def _start(self, config: AutoGLMConfig) -> None:
         self.config = config
         self.engine = LLMEngine(config.engine_config())
+        self.engine.wait_for_cpu_kernels()  # before the first step, so that no request sees a switch
         self._request_counter = itertools.count()
 
     def get_tokenizer(self):

@@ -76,6 +76,8 @@ class StepPlan:
     # int32 [len(sampling), ceil(vocab / 32)]: bit t % 32 of word t // 32 set where a sampled row may
     # take token t (ALL_TOKENS_ALLOWED in every word, for a row without a grammar); None when no row has a grammar.
     token_bitmask: torch.Tensor | None = None
+    # Whether this step runs on the compiled CPU kernels: the engine switches between steps, every rank alike.
+    use_cpu_kernels: bool = False
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):

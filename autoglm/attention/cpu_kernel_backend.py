@@ -1,10 +1,10 @@
 """Attention on CPUs with the compiled kernels: decode reads K/V in place from the blocks.
 
-The kernels build in the background at engine start (``autoglm.kernels.cpu_extension``), so they
-are looked up on every call: until they have loaded, and for a cache that is neither float32,
-bfloat16 nor int8 (an fp8 one), attention takes the portable torch path. A bfloat16 model's queries
-are widened to float32 for the kernel (exact) and its results rounded back, as attention in
-bfloat16 computes its sums in float32 too.
+The kernels build in the background at engine start and the engine switches to them between steps
+(``autoglm.kernels.cpu_extension``), so they are looked up on every call: until then, and for a
+cache that is neither float32, bfloat16 nor int8 (an fp8 one), attention takes the portable torch
+path. A bfloat16 model's queries are widened to float32 for the kernel (exact) and its results
+rounded back, as attention in bfloat16 computes its sums in float32 too.
 
 By default every query, a prompt's too, is attended by the same kernel, alone over its causal
 context, so each token gets bitwise what a decode step of that token alone would compute, whatever
@@ -58,7 +58,7 @@ class CpuKernelAttentionBackend(TorchAttentionBackend):
 
 def paged_attention(dtype: torch.dtype, cache: LayerKVCache, block_size: int) -> PagedAttention | None:
     """The kernel reading ``cache`` in place: queries ``[N, H, D]`` of ``dtype``, each with its block table
-    and context length, in; ``[N, H, D]`` out. None until the kernels have loaded, or for a dtype or cache
+    and context length, in; ``[N, H, D]`` out. None in a step without the kernels, or for a dtype or cache
     format the kernel does not read."""
     kernels = cpu_kernels() if dtype in (torch.float32, torch.bfloat16) else None
     if kernels is None or cache.keys.dtype not in (torch.float32, torch.bfloat16, torch.int8):

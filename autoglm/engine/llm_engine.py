@@ -19,6 +19,7 @@ from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor
+from autoglm.engine.kernel_switch import KernelSwitch
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.output_processor import take_output
 from autoglm.engine.request_state import CompletionState, RequestState
@@ -36,6 +37,8 @@ from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import SampledToken, StepResult, step_result
+from autoglm.kernels.cpu_extension import cpu_kernels_in_use, wait_for_cpu_kernels
+from autoglm.models.linear_method import CpuKernelLinearMethod, measure_row_limits
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
@@ -98,13 +101,18 @@ class LLMEngine:
         # The latest step's time from its schedule to its tokens, which bounds a step's wait for fresh masks.
         self._last_step_s = 0.0
         self._scheduled_at = 0.0
+        self.kernel_switch = KernelSwitch.for_device(self.device)
+        self.scheduler.admits_request = self.kernel_switch.admits
+        if self.kernel_switch.in_use:
+            self._prepare_kernels()
 
     @property
     def decode_weight_dtype(self) -> torch.dtype:
         """What a decode step of few rows reads its weights as: bfloat16 where a CPU linear kernel reads
-        bfloat16 weights (``cpu_linear_kernel``) and it has loaded, int8/int4 under quantization, else the
+        bfloat16 weights (``cpu_linear_kernel``) and the engine uses it, int8/int4 under quantization, else the
         compute dtype."""
-        return self.linear_methods.layers.decode_weight_dtype(self.dtype)
+        with cpu_kernels_in_use(self.kernel_switch.in_use):
+            return self.linear_methods.layers.decode_weight_dtype(self.dtype)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -115,6 +123,25 @@ class LLMEngine:
         self.grammars.workers.close()
         if self._stop_workers is not None:
             self._stop_workers()
+
+    def wait_for_cpu_kernels(self) -> None:
+        """On the CPU, wait for the kernels' build (saying so on the console) and switch to them before any
+        request begins: for a driver that would rather wait than run its requests on plain PyTorch."""
+        if self.device.type == "cpu" and wait_for_cpu_kernels() is not None \
+                and self.kernel_switch.at_step_boundary(self._begun_requests()):
+            self._prepare_kernels()
+
+    def _prepare_kernels(self) -> None:
+        """What the kernels' first steps would otherwise do in a request's time: measure the row limits of
+        projections that take a kernel."""
+        if isinstance(self.linear_methods.layers, CpuKernelLinearMethod):
+            with cpu_kernels_in_use(True):
+                measure_row_limits(self.runner.model)
+
+    def _begun_requests(self) -> set[str]:
+        """The unfinished requests that have run a step."""
+        return {request_id for request_id, state in self.requests.items()
+                if state.metrics.first_scheduled_time is not None}
 
     def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None:
         """Call ``listener`` (from another thread) the moment the engine breaks for good, even between steps:
@@ -260,8 +287,12 @@ class LLMEngine:
         """
         isolated = self.scheduler.isolated_request = self.isolation.isolated
         generated = self._num_generated(isolated)
+        if self._in_flight is None and self.kernel_switch.pending \
+                and self.kernel_switch.at_step_boundary(self._begun_requests()):
+            self._prepare_kernels()
         try:
-            outputs = self._carried_outputs + self._step()
+            with cpu_kernels_in_use(self.kernel_switch.in_use):
+                outputs = self._carried_outputs + self._step()
             self._carried_outputs = []
         except EngineBrokenError:
             raise
@@ -354,6 +385,7 @@ class LLMEngine:
         proposals = self._propose(batch)
         planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.cache.block_size, self.eos_token_ids,
                                   proposals, previous.planned if previous else None)
+        planned.plan.use_cpu_kernels = self.kernel_switch.in_use
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
 
     def _complete(self, launched: LaunchedStep) -> list[RequestOutput]:

@@ -40,11 +40,11 @@ class CpuLinearKernel:
                 and weight.is_contiguous() and weight.shape[1] % self.k_multiple == 0)
 
     def loaded(self) -> bool:
-        """Whether the library holding this kernel has loaded (it builds in the background on a first start)."""
+        """Whether the running step uses the library holding this kernel (see ``cpu_extension``)."""
         return cpu_kernels() is not None
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor | None:
-        """The product, or None while the library is still building (the caller then takes PyTorch's path)."""
+        """The product, or None where the step does not use the library (the caller then takes PyTorch's path)."""
         library = cpu_kernels()
         if library is None:
             return None

@@ -2,9 +2,9 @@
 
 RMSNorm, residual add + RMSNorm and rotary are each several PyTorch ops; on the
 CPU, where a decode step's few rows make per-op overhead their cost, one compiled kernel does
-each. They apply to float32 and bfloat16 CPU tensors once the kernel library has loaded (it
-builds in the background on a first start); everything else takes the PyTorch code beside each
-call, which the kernels match (see the .cpp for where their rounding may differ).
+each. They apply to float32 and bfloat16 CPU tensors in the steps that use the kernel library (it
+builds in the background on a first start, and the engine switches to it between steps);
+everything else takes the PyTorch code beside each call, which the kernels match (see the .cpp for where their rounding may differ).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ FUSED_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def fused_kernels(*tensors: torch.Tensor) -> ModuleType | None:
-    """The kernel library if it has loaded and ``tensors`` are CPU tensors of one dtype it computes in."""
+    """The kernel library if the running step uses it and ``tensors`` are CPU tensors of one dtype it
+    computes in."""
     library = cpu_kernels()
     if library is None:
         return None

@@ -11,6 +11,7 @@ from fastapi import Request
 from autoglm.config import ServerConfig
 from autoglm.engine.client import EngineBuilder, EngineClient
 from autoglm.engine.stats import EngineStats
+from autoglm.kernels.cpu_extension import cpu_kernel_status
 from autoglm.registry.base import Registry
 from autoglm.server.openai.errors import APIError
 from autoglm.server.observability.metrics import ServerMetrics
@@ -167,6 +168,10 @@ class ServerState:
             raise
         self.started = True
         logger.info("%s loaded; serving requests", ", ".join(served.version_id for served in self.pool.held()))
+        kernels = cpu_kernel_status()
+        if kernels is not None and kernels.startswith("building"):
+            logger.info("serving on plain PyTorch while the CPU kernels are %s; each engine switches to them at a "
+                        "step with no request running (GET /health says where they stand)", kernels)
 
     async def drain(self) -> None:
         """Refuse new requests, then give the open ones up to drain_timeout_s to finish."""

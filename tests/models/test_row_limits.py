@@ -2,6 +2,7 @@
 nothing is timed), kept per machine in a file, read back by later starts."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from autoglm.kernels import linear_kernels
 from autoglm.kernels.linear_kernels import BF16_WEIGHT_AVX512
-from autoglm.models.linear_method import MeasuredRowLimit, row_limits
+from autoglm.models.linear_method import CpuKernelLinearMethod, MeasuredRowLimit, measure_row_limits, row_limits
 from autoglm.models.linear_method.row_limits import CANDIDATE_ROWS, measure_row_limit
 
 pytestmark = pytest.mark.cpu_isa
@@ -125,3 +126,32 @@ def test_a_floor_raises_the_measured_limit_but_the_file_keeps_the_measurement(mo
     assert MeasuredRowLimit(tmp_path / "limits.json").max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT, WEIGHT) == 2
     assert MeasuredRowLimit(tmp_path / "limits.json", min_rows=1).max_rows(BF16_WEIGHT_AVX512, KERNEL_WEIGHT,
                                                                             WEIGHT) == 2
+
+
+def a_model_measuring_in(cache_file: Path) -> torch.nn.Module:
+    """Three projections of two weight shapes through the kernel, their limits measured (kept in ``cache_file``)."""
+    model = torch.nn.ModuleList([torch.nn.Linear(32, 16, bias=False), torch.nn.Linear(32, 16, bias=False),
+                                 torch.nn.Linear(32, 8, bias=False)])
+    method = CpuKernelLinearMethod(BF16_WEIGHT_AVX512, MeasuredRowLimit(cache_file))
+    for layer in model:
+        layer.linear_method = method
+        method.process_weights_after_loading(layer)
+    return model
+
+
+def test_measuring_ahead_of_the_first_step_says_so_once_and_a_later_start_measures_nothing(monkeypatch, tmp_path,
+                                                                                           caplog):
+    measured = []
+    monkeypatch.setattr(row_limits, "measure_row_limit", lambda kernel, kernel_weight, weight:
+                        measured.append(tuple(weight.shape)) or 4)
+    with caplog.at_level(logging.INFO, logger="autoglm"):
+        measure_row_limits(a_model_measuring_in(tmp_path / "limits.json"))
+    said = [record.getMessage() for record in caplog.records if record.name.endswith("cpu_kernel")]
+    assert sorted(measured) == [(8, 32), (16, 32)]
+    assert len(said) == 2 and "2 weight shapes" in said[0]
+    assert said[0].startswith("measuring up to how many rows the CPU kernels beat PyTorch's matmul on this machine")
+    assert said[1].startswith("row limits measured in ")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="autoglm"):
+        measure_row_limits(a_model_measuring_in(tmp_path / "limits.json"))
+    assert not caplog.records and len(measured) == 2

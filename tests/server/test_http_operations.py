@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from autoglm.kernels import cpu_extension
 from autoglm.server.http.trusted_hosts import LOCALHOST_NAMES, default_allowed_hosts, host_allowed, host_name
 from tests.server.live_server import RunningServer, start_server, wait_until
 from tests.server.test_errors import error_of
@@ -49,6 +50,24 @@ def test_requests_are_counted_by_route_and_status(server):
 def test_head_health_answers_without_a_body(server):
     response = httpx.head(server.url + "/health")
     assert (response.status_code, response.content) == (200, b"")
+
+
+class BuildUnderWay:
+    """The kernels' build as a server meets it on a first start: nothing loaded yet."""
+
+    module = None
+    failed = False
+
+
+def test_health_says_where_the_cpu_kernels_stand(server, monkeypatch):
+    status = cpu_extension.cpu_kernel_status()
+    assert httpx.get(server.url + "/health").json() == {"cpu_kernels": status}
+    assert status == "ready" or status.startswith("unavailable: ")
+    monkeypatch.setattr(cpu_extension, "_build", BuildUnderWay())
+    monkeypatch.setattr(cpu_extension, "_unavailable", None)
+    monkeypatch.setattr(cpu_extension, "estimated_build_seconds", lambda spec, root: 70.0)
+    detail = httpx.get(server.url + "/health").json()["cpu_kernels"]
+    assert detail.startswith("building (about 70 s, started ") and detail.endswith(" s ago)")
 
 
 def test_cors_is_off_by_default(server):

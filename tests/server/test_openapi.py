@@ -82,7 +82,8 @@ def test_options_on_health_is_405_allowing_get_and_head_as_documented(server, do
 
 def test_health_metrics_and_streams_are_documented_as_sent(document):
     health = document["paths"]["/health"]["get"]["responses"]
-    assert "content" not in health["200"] and set(health) == {"200", "500", "503"}
+    assert set(health["200"]["content"]) == {"application/json"} and set(health) == {"200", "500", "503"}
+    assert "cpu_kernels" in health["200"]["content"]["application/json"]["schema"]["properties"]
     assert set(document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
     for path, model in zip(GENERATION_ROUTES, ("CompletionResponse", "ChatCompletionResponse")):
         content = document["paths"][path]["post"]["responses"]["200"]["content"]

@@ -11,21 +11,16 @@ from autoglm.bench.results.roofline import WeightFormat
 from autoglm.bench.results.throughput import EngineThroughputResult
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.llm import LLM
 from autoglm.progress import show_progress
 
 ENGINE_SIDE, BASELINE_SIDE = "autoglm", "transformers"  # how results name the two sides
-KERNEL_BUILD_WAIT_S = 900  # a first start on a machine builds the CPU kernels, in 1-3 minutes
 
 
 def bench_llm(config: AutoGLMConfig) -> LLM:
-    """An LLM to measure: on the CPU it first waits for the compiled kernels, which a serving
-    start would build in the background while it serves without them."""
-    llm = LLM.from_config(config)
-    if llm.engine.device.type == "cpu":
-        wait_for_cpu_kernels(KERNEL_BUILD_WAIT_S)
-    return llm
+    """An LLM to measure: on the CPU, like every ``LLM``, it waits for the compiled kernels before its first
+    step, where a server would serve without them meanwhile."""
+    return LLM.from_config(config)
 
 
 def decode_weight_format(engine: LLMEngine) -> WeightFormat:

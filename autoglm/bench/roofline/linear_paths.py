@@ -15,8 +15,6 @@ from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel
 from autoglm.models.linear_method.row_limits import measure_row_limit
 
-KERNEL_WAIT_S = 900.0  # a first build on a busy machine; a bound to catch a hang
-
 
 @dataclass(frozen=True)
 class _Path:
@@ -42,7 +40,7 @@ def measure_linear_paths(dtypes: list[str], gemv_weight_bytes: int, width: int, 
     """One-row products on a ``[gemv_weight_bytes / (2 width), width]`` bfloat16 weight (larger than any cache,
     so they stream from memory), and ``rows`` x ``width`` x ``width`` products; both for every path."""
     cpu = torch.device("cpu")
-    paths = _paths(dtypes, with_kernels=wait_for_cpu_kernels(KERNEL_WAIT_S) is not None)
+    paths = _paths(dtypes, with_kernels=wait_for_cpu_kernels() is not None)
     generator = torch.Generator().manual_seed(0)
     rates = []
     shapes = [(1, gemv_weight_bytes // (2 * width)), *((m, width) for m in rows)]

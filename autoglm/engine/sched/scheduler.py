@@ -57,6 +57,8 @@ class Scheduler:
         self.num_steps = 0
         self.num_preemptions = 0
         self.isolated_request: str | None = None  # set: only this request's sequences run (step_isolation)
+        # Whether a waiting sequence of this request may be admitted now (see engine.kernel_switch).
+        self.admits_request: Callable[[str], bool] = lambda request_id: True
 
     @property
     def num_unfinished(self) -> int:
@@ -139,6 +141,10 @@ class Scheduler:
         isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
         return isolated_out or (seq.grammar is not None and not seq.grammar.mask_ready)
 
+    def _admits(self, seq: Sequence) -> bool:
+        """Whether a waiting sequence may be admitted now; the one request run alone always may."""
+        return seq.request_id == self.isolated_request or self.admits_request(seq.request_id)
+
     def requeue_running(self) -> list[Sequence]:
         """Send every running sequence back to the queue to compute its KV again from the start, a failed
         step having left it unknown; not counted as a preemption, since no block was short."""
@@ -173,7 +179,7 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            if self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant):
+            if self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant) or not self._admits(seq):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)

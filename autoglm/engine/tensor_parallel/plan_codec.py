@@ -33,12 +33,13 @@ class Header:
     num_rows: int = 0
     max_blocks: int = 0
     block_size: int = 0
+    use_cpu_kernels: int = 0
 
-    SIZE = 6
+    SIZE = 7
 
     def to_tensor(self) -> torch.Tensor:
         return torch.tensor([self.kind, self.payload_len, self.num_tokens, self.num_rows, self.max_blocks,
-                             self.block_size], dtype=torch.long)
+                             self.block_size, self.use_cpu_kernels], dtype=torch.long)
 
     @classmethod
     def from_tensor(cls, tensor: torch.Tensor) -> Header:
@@ -137,7 +138,8 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     if bitmask is not None:
         out.tensor(bitmask)
     payload = out.payload()
-    header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size)
+    header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
+                    int(plan.use_cpu_kernels))
     return header.to_tensor(), payload
 
 
@@ -189,4 +191,4 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
                     deferred_positions=deferred_positions, deferred_sources=deferred_sources,
-                    token_bitmask=token_bitmask)
+                    token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels))

@@ -18,6 +18,7 @@ from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_gr
                                                           rank_threads)
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.host_allocator import keep_freed_memory_for_reuse
+from autoglm.kernels.cpu_extension import cpu_kernels_in_use
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ def run_worker(config: EngineConfig, settings: GroupSettings, rank: int, lifelin
     channel = join_group(settings, rank)
     runner = load_rank_model(config, device).runner(config.cache.block_size, channel.share())
     while (plan := channel.receive()) is not None:
-        runner.launch(plan)  # its output is rank 0's to read
+        with cpu_kernels_in_use(plan.use_cpu_kernels):  # rank 0's engine switches; every rank with it
+            runner.launch(plan)  # its output is rank 0's to read
     leave_group()
 
 

@@ -5,15 +5,21 @@ Which kernel depends on the CPU and the compute dtype (``selection``): with bflo
 model stays in bfloat16 and ``bf16-dot-avx512`` reads its weights in place; without them the
 model is computed in float32 (``platforms.compute_dtype``) and a ``bf16-weight-*`` kernel reads a
 bfloat16 copy of each weight, half the bytes with the same float32 math (widening is exact).
-Until the kernels have loaded (``kernels.cpu_extension``) every step takes PyTorch's path.
+Until the engine switches to the kernels (``kernels.cpu_extension``) every step takes PyTorch's path.
 """
 from __future__ import annotations
+
+import logging
+import time
 
 import torch
 from torch import nn
 
 from autoglm.kernels.linear_kernels import TORCH_PATH, CpuLinearKernel
-from autoglm.models.linear_method.row_limits import RowLimit
+from autoglm.models.linear_method.row_limits import MeasuredRowLimit, RowLimit
+from autoglm.progress import announce
+
+logger = logging.getLogger(__name__)
 from autoglm.models.linear_method.unquantized import UnquantizedLinearMethod
 
 
@@ -55,3 +61,24 @@ class CpuKernelLinearMethod(UnquantizedLinearMethod):
 
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         return torch.bfloat16 if self.kernel.loaded() else compute_dtype
+
+
+def measure_row_limits(model: nn.Module) -> None:
+    """Measure now every row limit (``cpu_kernel_max_rows auto``) the model's first steps on the kernels
+    would measure, saying so before and after: a start-up's or a switch's wait, not a request's. Call it
+    with the kernels in use."""
+    unknown = []
+    for module in model.modules():
+        method = getattr(module, "linear_method", None)
+        if (isinstance(method, CpuKernelLinearMethod) and isinstance(method.row_limit, MeasuredRowLimit)
+                and module.kernel_weight is not None and not method.row_limit.known(method.kernel, module.weight)):
+            unknown.append((module, method))
+    if not unknown:
+        return
+    shapes = len({(method.kernel.name, *module.weight.shape) for module, method in unknown})
+    announce(logger, f"measuring up to how many rows the CPU kernels beat PyTorch's matmul on this machine "
+                     f"({shapes} weight shape{'s' if shapes > 1 else ''}, once per machine)")
+    started = time.perf_counter()
+    for module, method in unknown:
+        method.row_limit.max_rows(method.kernel, module.kernel_weight, module.weight)
+    announce(logger, f"row limits measured in {time.perf_counter() - started:.1f} s")

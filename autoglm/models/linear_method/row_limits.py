@@ -8,8 +8,9 @@ row's last bits depend on how many rows share its step; it is the faster choice 
 Few rows are bound by the bytes of weight read, where the kernels win; many rows are bound by
 arithmetic, where PyTorch's matmul (oneDNN, with AMX where the CPU has it) wins. Where the two
 cross depends on the CPU, the thread count and the layer's shape, so it is measured: once per
-weight shape, the first time a step meets it after the kernels have loaded (a fraction of a
-second), and kept in a file beside the kernel builds so later starts on the machine read it.
+weight shape, when the engine switches to the kernels (``cpu_kernel.measure_row_limits``, which
+says so; a fraction of a second each), and kept in a file beside the kernel builds so later starts
+on the machine read it.
 ``cpu_kernel_max_rows`` picks the limit: ``all`` (the default), ``auto`` (measured) or a number.
 """
 from __future__ import annotations
@@ -77,8 +78,8 @@ class FixedRowLimit(RowLimit):
 
 class MeasuredRowLimit(RowLimit):
     """Measured per weight shape, and at least ``min_rows`` (speculative decoding: a verification's rows take
-    the path its decode steps take, so that they compute the same bits); 0 (PyTorch) until the kernels have
-    loaded, since nothing can be measured."""
+    the path its decode steps take, so that they compute the same bits); 0 (PyTorch) while the kernels are
+    not in use, since nothing can be measured."""
 
     def __init__(self, cache_file: Path | None = None, min_rows: int = 0) -> None:
         self.cache_file = cache_file or kernel_cache_root() / LIMITS_FILE
@@ -86,8 +87,13 @@ class MeasuredRowLimit(RowLimit):
         self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    def known(self, kernel: CpuLinearKernel, weight: torch.Tensor) -> bool:
+        """Whether the limit for ``weight`` is known without measuring: measured already, or kept in the file."""
+        key = self._key(kernel, weight)
+        return key in self._limits or self._stored(self._machine_key(), key) is not None
+
     def max_rows(self, kernel: CpuLinearKernel, kernel_weight: torch.Tensor, weight: torch.Tensor) -> int:
-        key = f"{kernel.name} {weight.shape[0]}x{weight.shape[1]}"
+        key = self._key(kernel, weight)
         rows = self._limits.get(key)
         if rows is not None:
             return rows
@@ -105,6 +111,10 @@ class MeasuredRowLimit(RowLimit):
     def describe(self) -> str:
         floor = f", at least {self.min_rows}" if self.min_rows else ""
         return f"steps of few rows (how few measured per weight shape{floor}), PyTorch beyond"
+
+    @staticmethod
+    def _key(kernel: CpuLinearKernel, weight: torch.Tensor) -> str:
+        return f"{kernel.name} {weight.shape[0]}x{weight.shape[1]}"
 
     def _machine_key(self) -> str:
         """What a measurement holds for: this CPU (as the engine sees it), this thread count, this library build."""

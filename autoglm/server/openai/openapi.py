@@ -2,7 +2,7 @@
 
 FastAPI documents each route from its signature: a 422 for invalid input that the server never
 sends (install_error_handlers answers 400 in OpenAI's error shape), and a JSON body for every route
-that returns a plain Response (/health has none, /metrics is Prometheus text, the generation
+that returns a plain Response (/health has none off the CPU, /metrics is Prometheus text, the generation
 routes stream server-sent events). This module rewrites those answers and adds the errors each
 route can give, all in the error schema.
 """
@@ -92,7 +92,12 @@ def _generation_answer(what: str, response: type[BaseModel], chunk: type[BaseMod
 
 # The success answers FastAPI cannot read from a route that returns a plain Response.
 _SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
-    "/health": {"description": "The server takes requests (no body)"},
+    "/health": {"description": "The server takes requests. On the CPU, where the compiled kernels stand "
+                               "(no body elsewhere)",
+                "content": {"application/json": {"schema": {"type": "object", "properties": {"cpu_kernels": {
+                    "type": "string",
+                    "description": "`building (about 70 s, started 12 s ago)`, `ready` or `unavailable: <why>`; "
+                                   "plain PyTorch serves until `ready`"}}}}}},
     "/metrics": {"description": "Prometheus text exposition format",
                  "content": {"text/plain": {"schema": {"type": "string"}}}},
     "/v1/completions": _generation_answer("completion", CompletionResponse, CompletionResponse),

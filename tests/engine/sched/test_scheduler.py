@@ -58,3 +58,14 @@ def test_a_decode_preempted_for_an_earlier_prompt_chunk_leaves_the_step():
     assert batch.seqs == [urgent] and batch.preempted == [stream]
     assert stream.block_table == [] and scheduler.waiting == [stream]
     manager.check_invariants()
+
+
+def test_a_request_not_admitted_now_waits_unless_it_is_the_one_run_alone():
+    manager = BlockManager(num_blocks=16, block_size=4)
+    scheduler = Scheduler(manager, max_num_seqs=8, max_num_batched_tokens=64)
+    scheduler.admits_request = lambda request_id: request_id == "begun"
+    for request_id in ("begun", "new", "alone"):
+        scheduler.add(make_seq(range(1, 5), request_id=request_id))
+    assert [seq.request_id for seq in scheduler.schedule().seqs] == ["begun"]
+    scheduler.isolated_request = "alone"  # a failed step's suspect, run alone, must not wait behind the switch
+    assert [seq.request_id for seq in scheduler.schedule().seqs] == ["alone"]

@@ -25,6 +25,7 @@ def a_plan() -> StepPlan:
         deferred_positions=[0], deferred_sources=[1],
         # The sign bit set (a token at t % 32 == 31) and an all-allowed row: int32 words travel as int64.
         token_bitmask=torch.tensor([[-1, -(2**31)], [5, 2**31 - 1]], dtype=torch.int32),
+        use_cpu_kernels=True,  # the engine's switch reaches every rank with the plan
     )
 
 
