@@ -71,6 +71,41 @@ def test_a_prompt_no_context_could_hold_is_refused_untokenized_and_the_streams_g
         assert sum(1 for _ in chunks) > CHUNKS_WHILE_HELD  # the stream went on to its end
 
 
+def test_a_slow_tokenization_does_not_stall_the_running_streams(server, monkeypatch):
+    release = threading.Event()
+    started = hold_tokenizing(server, monkeypatch, release)
+    with ThreadPoolExecutor(1) as sender, httpx.stream("POST", server.url + "/v1/completions",
+                                                       json=long_completion(stream=True), timeout=60) as stream:
+        chunks = (line for line in stream.iter_lines() if line.startswith("data: "))
+        next(chunks)
+        answer = sender.submit(httpx.post, server.url + "/v1/completions",
+                               json={"prompt": f"{SLOW_WORD} and fox", "max_tokens": 2}, timeout=60)
+        try:
+            assert started.wait(HELD_TOKENIZING_BOUND_S)
+            for _ in range(CHUNKS_WHILE_HELD):  # the stream goes on while that tokenization is held
+                next(chunks)
+            assert not answer.done()
+        finally:
+            release.set()
+        assert answer.result(timeout=60).status_code == 200
+
+
+@pytest.mark.parametrize("body", [{"prompt": f"a {SLOW_WORD}"},
+                                  {"messages": [{"role": "user", "content": f"a {SLOW_WORD}"}]}])
+def test_health_answers_while_tokenize_runs(server, monkeypatch, body):
+    release = threading.Event()
+    started = hold_tokenizing(server, monkeypatch, release)
+    with ThreadPoolExecutor(1) as sender:
+        tokenized = sender.submit(httpx.post, server.url + "/tokenize", json=body, timeout=30)
+        try:
+            assert started.wait(HELD_TOKENIZING_BOUND_S)
+            assert httpx.get(server.url + "/health", timeout=HELD_TOKENIZING_BOUND_S).status_code == 200
+            assert not tokenized.done()
+        finally:
+            release.set()
+        assert tokenized.result().status_code == 200
+
+
 def test_tokenize_refuses_text_no_context_could_hold(server, monkeypatch):
     tokenized_lengths = record_tokenized_lengths(server, monkeypatch)
     max_chars = server.state.engine.engine.inputs.prompt_char_limit.max_chars
