@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from autoglm import LLM, SamplingParams
 from autoglm.kernels import cpu_extension
 from autoglm.kernels.build_lock import build_lock
 from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS, CPU_KERNELS, REQUIRED_CPU_FLAGS
-from autoglm.kernels.kernel_spec import CACHE_ENV, kernel_cache_root
+from autoglm.kernels.kernel_spec import CACHE_ENV
 from autoglm.platforms import cpu_has_flags
 from tests.engine.reference import greedy_reference
 from tests.tiny_models import make_tiny_checkpoint
@@ -38,7 +39,7 @@ class CallCounter:
 
 def test_the_engine_serves_while_the_kernels_build_then_switches_to_them(cpu_kernels, cpu_without_bf16_units,
                                                                           monkeypatch, tmp_path):
-    built_dir = CPU_KERNELS.build_dir(kernel_cache_root())  # the session's build, copied in as if just built
+    built_dir = Path(cpu_kernels.__file__).parent  # the session's build, copied in as if just built
     root = tmp_path / "kernels"
     monkeypatch.setenv(CACHE_ENV, str(root))
     monkeypatch.setattr(cpu_extension, "_build", None)  # as in a process that has not started them

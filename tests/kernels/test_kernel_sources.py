@@ -1,0 +1,39 @@
+"""A CPU compiles only the kernel files it can run, chosen from the flags it reports itself."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from autoglm.kernels.cpu_extension import CPU_KERNELS
+from autoglm.kernels.cpu_kernel_sources import AVX512_BF16_FLAGS, cpu_kernel_spec
+from autoglm.platforms import CPU_DISABLE_FLAGS_ENV
+from tests.kernels.test_kernel_build import WITH_AUTOGLM
+
+AVX2_CPU = frozenset({"avx", "avx2", "fma", "sse4_2"})
+
+
+def files(spec) -> list[str]:
+    return [Path(source).name for source in spec.sources]
+
+
+def test_an_avx2_cpu_compiles_no_avx512_kernel_and_its_bindings_know_it():
+    spec = cpu_kernel_spec(AVX2_CPU)
+    assert files(spec) == ["bindings.cpp", "bf16_weight_linear_avx2.cpp", "fused_elementwise.cpp"]
+    assert not [flag for flag in spec.cflags if flag.startswith("-D")]
+
+
+def test_an_avx512_bf16_cpu_compiles_every_kernel_its_longest_file_first():
+    spec = cpu_kernel_spec(AVX2_CPU | set(AVX512_BF16_FLAGS))
+    assert files(spec)[0] == "bindings.cpp"
+    assert sorted(files(spec)) == sorted(path.name for path in Path(spec.sources[0]).parent.glob("*.cpp"))
+    assert "-DAUTOGLM_KERNELS_AVX512" in spec.cflags and "-DAUTOGLM_KERNELS_AVX512_BF16" in spec.cflags
+    assert cpu_kernel_spec(AVX2_CPU | {"avx512f", "avx512bw"}).key() not in (spec.key(), cpu_kernel_spec(AVX2_CPU).key())
+
+
+def test_hiding_cpu_flags_from_the_engine_reuses_the_same_build():
+    hidden = subprocess.run(
+        [sys.executable, "-c", "from autoglm.kernels.cpu_extension import CPU_KERNELS; print(CPU_KERNELS.key())"],
+        env={**WITH_AUTOGLM, CPU_DISABLE_FLAGS_ENV: " ".join(AVX512_BF16_FLAGS)}, capture_output=True, text=True,
+        check=True)
+    assert hidden.stdout.strip() == CPU_KERNELS.key()
