@@ -21,13 +21,13 @@ from pathlib import Path
 from types import ModuleType
 
 import autoglm
+from autoglm.kernels.build_estimate import estimated_build_seconds
 from autoglm.kernels.kernel_spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 
 # How long a builder waits for another live process building the same folder before giving up.
 LOCK_TIMEOUT_S = 900.0
-TYPICAL_BUILD = "1-3 minutes"
 
 
 class BackgroundBuild:
@@ -50,8 +50,9 @@ class BackgroundBuild:
                 logger.info("loaded kernel library %s from %s", self.spec.name, library)
             self._done.set()
             return
-        logger.info("building kernel library %s in the background (usually %s, once per torch version) into %s; "
-                    "plain PyTorch runs meanwhile", self.spec.name, TYPICAL_BUILD, self.spec.build_dir(self.root))
+        logger.info("building kernel library %s in the background (about %.0f s on this machine, once per torch "
+                    "version) into %s; plain PyTorch runs meanwhile", self.spec.name,
+                    estimated_build_seconds(self.spec, self.root), self.spec.build_dir(self.root))
         self._process = subprocess.Popen(
             [sys.executable, "-m", "autoglm.kernels.build_worker", self.spec.to_json(), str(self.root),
              "--lock-timeout-s", str(self.lock_timeout_s)],

@@ -14,8 +14,10 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
+from autoglm.kernels.build_estimate import record_build_seconds
 from autoglm.kernels.build_lock import LockTimeout, build_lock
 from autoglm.kernels.kernel_spec import KernelSpec
 from autoglm.kernels.toolchain import put_ninja_on_path
@@ -36,9 +38,12 @@ def build(spec: KernelSpec, root: Path, lock_timeout_s: float) -> Path:
             shutil.rmtree(leftover, ignore_errors=True)  # a build killed midway
         staging = root / f"{final.name}{PARTIAL_MARK}{os.getpid()}"
         staging.mkdir()
+        started = time.monotonic()
         _compile(spec, staging)
+        seconds = time.monotonic() - started
         shutil.rmtree(final, ignore_errors=True)  # an incomplete folder left by hand
         staging.rename(final)
+        record_build_seconds(spec, root, seconds)
     return library
 
 
