@@ -3,7 +3,7 @@
 A library built before is imported at once. Otherwise a child process
 (``autoglm.kernels.build_worker``) builds it while the caller carries on with its plain-PyTorch
 path; a thread relays the child's messages to the log and imports the library when the child
-succeeds. The child is killed when this process exits, and kills itself if this process is
+succeeds. The child ends with every compiler of its build when this process exits, or is
 killed, so no build outlives the start-up that asked for it.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 # How long a builder waits for another live process building the same folder before giving up.
 LOCK_TIMEOUT_S = 900.0
+TERMINATE_WAIT_S = 30.0  # a bound on the child killing its compilers before it is killed with its group alone
 
 
 class BackgroundBuild:
@@ -80,8 +81,12 @@ class BackgroundBuild:
     def terminate(self) -> None:
         """Kill a running build with its compilers; the next start deletes what it left."""
         if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+            self._process.terminate()  # the child kills every process of its build, then itself
+            try:
+                self._process.wait(TERMINATE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait()
 
     def _follow(self, started: float) -> None:
         assert self._process is not None and self._process.stderr is not None
