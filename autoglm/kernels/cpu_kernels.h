@@ -1,6 +1,7 @@
-// The CPU kernels on raw pointers: plain C++, no torch headers, so each kernel file compiles in
-// seconds. Only bindings.cpp includes <torch/extension.h> (a minute of parsing); it checks the
-// tensors and calls these. bfloat16 values travel as their bits, uint16_t.
+// The CPU kernels on raw pointers: plain C++ (of torch only its thread pool, <ATen/Parallel.h>), so
+// each kernel file compiles in seconds. Only bindings.cpp includes torch's tensor and Python headers
+// (most of a build's time); it checks the tensors and calls these. bfloat16 values travel as their
+// bits, uint16_t.
 //
 // Each kernel that needs an instruction-set extension compiles its body for it alone (a
 // `#pragma GCC target` region); its file is compiled only on a CPU that reports those flags

@@ -1,6 +1,8 @@
 """The build time a start-up announces: this machine's last measured build, else the reference figure scaled."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from autoglm.kernels import build_estimate
@@ -54,8 +56,10 @@ def test_a_successful_build_records_its_wall_time_and_the_start_up_announces_it(
     build = BackgroundBuild(spec, root)
     build.start()
     assert build.wait(HANG_S).answer() == 42
+    record = json.loads(next(root.glob("*.build-seconds.json")).read_text())
+    assert record["seconds"] > 0 and record["cpus"] == build_estimate.usable_cpus()
     measured = estimated_build_seconds(spec, root)
-    assert 0 < measured < REFERENCE_BUILD_S  # this tiny library's own time, not the reference
+    assert measured == record["seconds"]  # this tiny library's own time, not the reference
     spec.library(root).unlink()  # built again: announced with the time measured
     with caplog.at_level("INFO", logger="autoglm.kernels.background_build"):
         again = BackgroundBuild(spec, root)
