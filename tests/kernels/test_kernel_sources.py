@@ -5,10 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
+from autoglm.kernels.background_build import BackgroundBuild
 from autoglm.kernels.cpu_extension import CPU_KERNELS
 from autoglm.kernels.cpu_kernel_sources import AVX512_BF16_FLAGS, cpu_kernel_spec
-from autoglm.platforms import CPU_DISABLE_FLAGS_ENV
-from tests.kernels.test_kernel_build import WITH_AUTOGLM
+from autoglm.kernels.toolchain import toolchain_missing
+from autoglm.platforms import CPU_DISABLE_FLAGS_ENV, cpu_has_flags
+from tests.kernels.test_kernel_build import HANG_S, WITH_AUTOGLM
 
 AVX2_CPU = frozenset({"avx", "avx2", "fma", "sse4_2"})
 
@@ -37,3 +42,21 @@ def test_hiding_cpu_flags_from_the_engine_reuses_the_same_build():
         env={**WITH_AUTOGLM, CPU_DISABLE_FLAGS_ENV: " ".join(AVX512_BF16_FLAGS)}, capture_output=True, text=True,
         check=True)
     assert hidden.stdout.strip() == CPU_KERNELS.key()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not cpu_has_flags("avx2", "fma") or toolchain_missing() is not None,
+                    reason="builds and runs the AVX2 kernels")
+def test_an_avx2_build_keeps_every_function_name_and_the_kernels_left_out_say_why(tmp_path):
+    build = BackgroundBuild(cpu_kernel_spec(AVX2_CPU), tmp_path)
+    build.start()
+    library = build.wait(HANG_S)
+    assert library is not None
+    x, w = torch.randn(3, 16), torch.randn(5, 16).bfloat16()
+    assert torch.allclose(library.linear_bf16_weight_avx2(x, w), x @ w.float().T, atol=1e-5)
+    with pytest.raises(RuntimeError, match="linear_bf16_dot was not compiled: this CPU lacks avx512f, avx512bw and "
+                                           "avx512_bf16"):
+        library.linear_bf16_dot(x.bfloat16(), w)
+    for name in ("linear_bf16_weight_avx512", "paged_decode_attention", "paged_decode_attention_bf16",
+                 "paged_decode_attention_int8"):
+        assert callable(getattr(library, name))
