@@ -6,9 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from autoglm.kernels.background_build import BackgroundBuild
 from autoglm.kernels.cpu_extension import CPU_KERNELS
 from autoglm.kernels.cpu_kernel_sources import AVX512_BF16_FLAGS, cpu_kernel_spec
 from autoglm.kernels.toolchain import toolchain_missing
@@ -44,19 +42,31 @@ def test_hiding_cpu_flags_from_the_engine_reuses_the_same_build():
     assert hidden.stdout.strip() == CPU_KERNELS.key()
 
 
+_AVX2_LIBRARY = """
+import sys
+import torch
+from pathlib import Path
+from autoglm.kernels.background_build import BackgroundBuild
+from autoglm.kernels.cpu_kernel_sources import cpu_kernel_spec
+build = BackgroundBuild(cpu_kernel_spec(frozenset(sys.argv[2].split())), Path(sys.argv[1]))
+build.start()
+library = build.wait(float(sys.argv[3]))
+x, w = torch.randn(3, 16), torch.randn(5, 16).bfloat16()
+assert torch.allclose(library.linear_bf16_weight_avx2(x, w), x @ w.float().T, atol=1e-5)
+for name in ("linear_bf16_weight_avx512", "paged_decode_attention", "paged_decode_attention_bf16",
+             "paged_decode_attention_int8"):
+    assert callable(getattr(library, name))
+library.linear_bf16_dot(x.bfloat16(), w)
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not cpu_has_flags("avx2", "fma") or toolchain_missing() is not None,
                     reason="builds and runs the AVX2 kernels")
 def test_an_avx2_build_keeps_every_function_name_and_the_kernels_left_out_say_why(tmp_path):
-    build = BackgroundBuild(cpu_kernel_spec(AVX2_CPU), tmp_path)
-    build.start()
-    library = build.wait(HANG_S)
-    assert library is not None
-    x, w = torch.randn(3, 16), torch.randn(5, 16).bfloat16()
-    assert torch.allclose(library.linear_bf16_weight_avx2(x, w), x @ w.float().T, atol=1e-5)
-    with pytest.raises(RuntimeError, match="linear_bf16_dot was not compiled: this CPU lacks avx512f, avx512bw and "
-                                           "avx512_bf16"):
-        library.linear_bf16_dot(x.bfloat16(), w)
-    for name in ("linear_bf16_weight_avx512", "paged_decode_attention", "paged_decode_attention_bf16",
-                 "paged_decode_attention_int8"):
-        assert callable(getattr(library, name))
+    # In a process of its own: one process cannot import two extension modules of one name.
+    run = subprocess.run([sys.executable, "-c", _AVX2_LIBRARY, str(tmp_path), " ".join(AVX2_CPU), str(HANG_S)],
+                         env=WITH_AUTOGLM, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith(
+        "RuntimeError: linear_bf16_dot was not compiled: this CPU lacks avx512f, avx512bw and avx512_bf16")
