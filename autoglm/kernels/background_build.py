@@ -3,7 +3,7 @@
 A library built before is imported at once. Otherwise a child process
 (``autoglm.kernels.build_worker``) builds it while the caller carries on with its plain-PyTorch
 path; a thread relays the child's messages to the log and imports the library when the child
-succeeds. The child is killed when this process exits, and kills itself if this process is
+succeeds. The child ends with every compiler of its build when this process exits, or is
 killed, so no build outlives the start-up that asked for it.
 """
 from __future__ import annotations
@@ -21,13 +21,14 @@ from pathlib import Path
 from types import ModuleType
 
 import autoglm
+from autoglm.kernels.build_estimate import estimated_build_seconds
 from autoglm.kernels.kernel_spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 
 # How long a builder waits for another live process building the same folder before giving up.
 LOCK_TIMEOUT_S = 900.0
-TYPICAL_BUILD = "1-3 minutes"
+TERMINATE_WAIT_S = 30.0  # a bound on the child killing its compilers before it is killed with its group alone
 
 
 class BackgroundBuild:
@@ -50,8 +51,9 @@ class BackgroundBuild:
                 logger.info("loaded kernel library %s from %s", self.spec.name, library)
             self._done.set()
             return
-        logger.info("building kernel library %s in the background (usually %s, once per torch version) into %s; "
-                    "plain PyTorch runs meanwhile", self.spec.name, TYPICAL_BUILD, self.spec.build_dir(self.root))
+        logger.info("building kernel library %s in the background (about %.0f s on this machine, once per torch "
+                    "version) into %s", self.spec.name,
+                    estimated_build_seconds(self.spec, self.root), self.spec.build_dir(self.root))
         self._process = subprocess.Popen(
             [sys.executable, "-m", "autoglm.kernels.build_worker", self.spec.to_json(), str(self.root),
              "--lock-timeout-s", str(self.lock_timeout_s)],
@@ -79,8 +81,12 @@ class BackgroundBuild:
     def terminate(self) -> None:
         """Kill a running build with its compilers; the next start deletes what it left."""
         if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+            self._process.terminate()  # the child kills every process of its build, then itself
+            try:
+                self._process.wait(TERMINATE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait()
 
     def _follow(self, started: float) -> None:
         assert self._process is not None and self._process.stderr is not None
@@ -90,7 +96,7 @@ class BackgroundBuild:
         if status == 0:
             self.module = self._import(self.spec.library(self.root))
             if self.module is not None:
-                logger.info("built kernel library %s in %.0f s; using it from now on", self.spec.name,
+                logger.info("built kernel library %s in %.0f s", self.spec.name,
                             time.monotonic() - started)
         elif status > 0:  # a negative status is a kill, from terminate() or from outside
             logger.warning("building kernel library %s failed (exit status %d; its output is above); plain PyTorch "

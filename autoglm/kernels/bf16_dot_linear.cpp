@@ -25,7 +25,7 @@ inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(
 
 // y[m0 .. m0+ROWS, n0 .. n0+COLS]: each weight vector is loaded once for all ROWS rows of x.
 template <int ROWS, int COLS>
-inline void tile(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t m0, int64_t n0,
+inline void tile(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16* y, int64_t m0, int64_t n0,
                  int64_t K, int64_t N) {
   __m512 acc[ROWS][COLS];
   for (int i = 0; i < ROWS; ++i)
@@ -43,19 +43,19 @@ inline void tile(const uint16_t* x, const uint16_t* w, const float* bias, at::BF
   for (int i = 0; i < ROWS; ++i)
     for (int j = 0; j < COLS; ++j) {
       const float sum = _mm512_reduce_add_ps(acc[i][j]) + (bias ? bias[n0 + j] : 0.f);
-      y[(m0 + i) * N + n0 + j] = at::BFloat16(sum);  // rounds to nearest even
+      y[(m0 + i) * N + n0 + j] = c10::BFloat16(sum);  // rounds to nearest even
     }
 }
 
 template <int COLS>
-inline void column_block(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t n0,
+inline void column_block(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16* y, int64_t n0,
                          int64_t M, int64_t K, int64_t N) {
   int64_t m = 0;
   for (; m + 4 <= M; m += 4) tile<4, COLS>(x, w, bias, y, m, n0, K, N);
   for (; m < M; ++m) tile<1, COLS>(x, w, bias, y, m, n0, K, N);
 }
 
-void run(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K, int64_t N) {
+void run(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16* y, int64_t M, int64_t K, int64_t N) {
   const int64_t blocks = (N + kCols - 1) / kCols;
   at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
     for (int64_t block = begin; block < end; ++block) {
@@ -73,21 +73,7 @@ void run(const uint16_t* x, const uint16_t* w, const float* bias, at::BFloat16* 
 
 #pragma GCC pop_options
 
-torch::Tensor linear_bf16_dot(torch::Tensor x, torch::Tensor w, std::optional<torch::Tensor> bias) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kBFloat16, "x must be a 2-D bfloat16 tensor");
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16 && w.is_contiguous(),
-              "w must be a contiguous 2-D bfloat16 tensor");
-  TORCH_CHECK(w.size(1) == x.size(1) && x.size(1) % 32 == 0, "in_features must match and be a multiple of 32");
-  x = x.contiguous();
-  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  torch::Tensor bias32;
-  if (bias.has_value()) {
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, "bias must be [out_features]");
-    bias32 = bias->to(torch::kFloat32).contiguous();
-  }
-  auto y = torch::empty({M, N}, x.options());
-  run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
-      reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
-      bias32.defined() ? bias32.data_ptr<float>() : nullptr, y.data_ptr<at::BFloat16>(), M, K, N);
-  return y;
+void kernels::bf16_dot_linear(const uint16_t* x, const uint16_t* w, const float* bias, uint16_t* y, int64_t M,
+                              int64_t K, int64_t N) {
+  run(x, w, bias, reinterpret_cast<c10::BFloat16*>(y), M, K, N);
 }

@@ -28,6 +28,6 @@ struct Vec {
 
 #pragma GCC pop_options
 
-void bf16_weight_linear_avx512(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N) {
+void kernels::bf16_weight_linear_avx512(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N) {
   avx512::bf16_weight_linear(x, w, y, M, K, N);
 }

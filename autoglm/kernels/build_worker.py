@@ -2,8 +2,10 @@
 
 It builds into a private folder under the build lock, then renames the folder into place, so a
 finished build folder is always complete and a killed build leaves only a partial folder that
-the next builder deletes. It ends itself (and its compilers) once its parent is gone: the
-parent holds the write end of its stdin, which reads end-of-file however the parent ended.
+the next builder deletes. It ends itself and every compiler of its build (a subreaper, it adopts
+them all; see ``process_tree``) on SIGTERM, or once its parent is gone: the parent holds the
+write end of its stdin, which reads end-of-file however the parent ended, and the kernel sends
+SIGHUP when the parent dies.
 """
 from __future__ import annotations
 
@@ -14,10 +16,13 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
+from autoglm.kernels.build_estimate import record_build_seconds
 from autoglm.kernels.build_lock import LockTimeout, build_lock
 from autoglm.kernels.kernel_spec import KernelSpec
+from autoglm.kernels.process_tree import become_subreaper, kill_descendants
 from autoglm.kernels.toolchain import put_ninja_on_path
 
 PARTIAL_MARK = ".partial-"  # a folder being built: <build folder name>.partial-<pid>
@@ -36,9 +41,12 @@ def build(spec: KernelSpec, root: Path, lock_timeout_s: float) -> Path:
             shutil.rmtree(leftover, ignore_errors=True)  # a build killed midway
         staging = root / f"{final.name}{PARTIAL_MARK}{os.getpid()}"
         staging.mkdir()
+        started = time.monotonic()
         _compile(spec, staging)
+        seconds = time.monotonic() - started
         shutil.rmtree(final, ignore_errors=True)  # an incomplete folder left by hand
         staging.rename(final)
+        record_build_seconds(spec, root, seconds)
     return library
 
 
@@ -50,15 +58,28 @@ def _compile(spec: KernelSpec, folder: Path) -> None:
          extra_ldflags=list(spec.ldflags), build_directory=str(folder))
 
 
+def _end_build() -> None:
+    """Kill every process of this build, then this one."""
+    kill_descendants()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _end_with_parent() -> None:
-    """Kill this process and its compilers (its process group, if it leads one) at end-of-file on stdin."""
+    """End the build on SIGTERM, at end-of-file on stdin, or at SIGHUP once the parent has gone."""
+    parent = os.getppid()
+
+    def on_hangup(signum: int, frame: object) -> None:
+        if os.getppid() != parent:  # not the parent's thread that started this ending alone: the parent is gone
+            _end_build()
+
     def watch() -> None:
         while os.read(sys.stdin.fileno(), 4096):  # unbuffered: a daemon thread must not hold Python's buffer lock
             pass
-        if os.getpgrp() == os.getpid():
-            os.killpg(os.getpid(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _end_build()
 
+    signal.signal(signal.SIGTERM, lambda signum, frame: _end_build())
+    signal.signal(signal.SIGHUP, on_hangup)
+    become_subreaper(signal.SIGHUP)
     threading.Thread(target=watch, daemon=True).start()
 
 

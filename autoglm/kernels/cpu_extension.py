@@ -18,33 +18,23 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 from autoglm.kernels.background_build import BackgroundBuild
 from autoglm.kernels.build_estimate import estimated_build_seconds
-from autoglm.kernels.kernel_spec import KernelSpec, kernel_cache_root
+from autoglm.kernels.cpu_kernel_sources import AVX512_FLAGS, cpu_kernel_spec
+from autoglm.kernels.kernel_spec import kernel_cache_root
 from autoglm.kernels.toolchain import toolchain_missing
-from autoglm.platforms import cpu_has_flags
+from autoglm.platforms import cpu_has_flags, reported_cpu_flags
 from autoglm.progress import announce
 
 logger = logging.getLogger(__name__)
 
 # The library builds for any x86-64 CPU with AVX2 and FMA (the portable linear kernel's needs);
-# kernels needing more compile for it alone and are called only where the CPU has it.
+# kernels needing more are compiled only on a CPU that reports it (cpu_kernel_sources.py).
 REQUIRED_CPU_FLAGS = ("avx2", "fma")
-ATTENTION_CPU_FLAGS = ("avx512f", "avx512bw")  # paged_decode_attention
-_FOLDER = Path(__file__).parent
-CPU_KERNELS = KernelSpec(
-    name="autoglm_cpu_kernels",
-    sources=tuple(str(_FOLDER / name) for name in (
-        "bindings.cpp", "bf16_weight_linear.cpp", "bf16_weight_linear_avx512.cpp", "bf16_weight_linear_avx2.cpp",
-        "bf16_dot_linear.cpp", "paged_decode_attention.cpp",
-        "fused_elementwise.cpp")),
-    headers=(str(_FOLDER / "cpu_kernels.h"), str(_FOLDER / "bf16_weight_tiles.h")),
-    cflags=("-O3", "-fopenmp"),
-    ldflags=("-fopenmp",),
-)
+ATTENTION_CPU_FLAGS = AVX512_FLAGS  # paged_decode_attention
+CPU_KERNELS = cpu_kernel_spec(reported_cpu_flags() or frozenset())
 # A bound on any wait, to catch a hang (a build itself waits up to background_build.LOCK_TIMEOUT_S for another's).
 WAIT_BOUND_S = 1800.0
 

@@ -12,6 +12,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,12 +21,6 @@
 #pragma GCC optimize("fp-contract=off")
 
 namespace {
-
-// A tensor's values as T (uint16_t for bfloat16).
-template <typename T>
-T* data(const torch::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
-}
 
 constexpr int64_t kParallelElements = 1 << 16;  // fewer than this per call: one thread (forking costs more)
 
@@ -113,13 +108,11 @@ inline void rotate_head(T* x, const T* cos, const T* sin, int64_t rotary_dim, bo
 }
 
 template <typename T>
-void rotary_tokens(torch::Tensor& x, const T* cos, const T* sin, int64_t begin, int64_t end, int64_t rotary_dim,
-                   bool interleaved) {
-  T* values = data<T>(x);
-  const int64_t heads = x.size(1), token_stride = x.stride(0), head_stride = x.stride(1);
+void rotary_tokens(const kernels::RotaryHeads<T>& x, const T* cos, const T* sin, int64_t begin, int64_t end,
+                   int64_t rotary_dim, bool interleaved) {
   for (int64_t token = begin; token < end; ++token)
-    for (int64_t head = 0; head < heads; ++head)
-      rotate_head(values + token * token_stride + head * head_stride, cos + token * rotary_dim,
+    for (int64_t head = 0; head < x.heads; ++head)
+      rotate_head(x.values + token * x.token_stride + head * x.head_stride, cos + token * rotary_dim,
                   sin + token * rotary_dim, rotary_dim, interleaved);
 }
 
@@ -134,79 +127,56 @@ int64_t grain_rows(int64_t rows, int64_t elements_per_row) {
   return rows * elements_per_row < kParallelElements ? rows + 1 : std::max<int64_t>(1, kParallelElements / elements_per_row);
 }
 
-// Runs body(T{}) for the tensor dtypes the checks below admit: float, or bfloat16 as its bits (uint16_t).
-template <typename Body>
-void for_dtype(torch::ScalarType dtype, Body body) {
-  if (dtype == torch::kFloat32) {
-    body(float{});
-  } else {
-    body(uint16_t{});
-  }
+template <typename T>
+void fused_add_rms_norm_all(T* x, T* residual, const T* weight, int64_t rows, int64_t width, float eps) {
+  at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
+    add_rms_norm_rows(x, residual, weight, begin, end, width, eps);
+  });
 }
 
-void check_float_or_bf16(const torch::Tensor& t, const char* name) {
-  TORCH_CHECK(t.device().is_cpu() && (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16),
-              name, " must be a float32 or bfloat16 CPU tensor, got ", t.scalar_type(), " on ", t.device());
+template <typename T>
+void rms_norm_all(const T* x, const T* weight, T* out, int64_t rows, int64_t width, float eps) {
+  at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
+    rms_norm_rows(x, weight, out, begin, end, width, eps);
+  });
 }
 
-void check_norm_args(const torch::Tensor& x, const torch::Tensor& weight) {
-  check_float_or_bf16(x, "x");
-  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1) && weight.scalar_type() == x.scalar_type() &&
-                  weight.is_contiguous(),
-              "weight must be a contiguous 1-D tensor of x's last size and dtype");
+template <typename T>
+void rotary_all(const kernels::RotaryHeads<T>& q, const kernels::RotaryHeads<T>& k, const T* cos, const T* sin,
+                int64_t tokens, int64_t rotary_dim, bool interleaved) {
+  const int64_t per_token = (q.heads + k.heads) * rotary_dim;
+  at::parallel_for(0, tokens, grain_rows(tokens, per_token), [&](int64_t begin, int64_t end) {
+    for (const auto* x : {&q, &k}) rotary_tokens(*x, cos, sin, begin, end, rotary_dim, interleaved);
+  });
 }
 
 }  // namespace
 
-void fused_add_rms_norm(torch::Tensor x, torch::Tensor residual, torch::Tensor weight, double eps) {
-  check_norm_args(x, weight);
-  TORCH_CHECK(x.is_contiguous() && residual.is_contiguous() && residual.sizes() == x.sizes() &&
-                  residual.scalar_type() == x.scalar_type(),
-              "x and residual must be contiguous tensors of one shape and dtype");
-  const int64_t width = x.size(-1), rows = x.numel() / std::max<int64_t>(width, 1);
-  for_dtype(x.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
-      add_rms_norm_rows(data<scalar_t>(x), data<scalar_t>(residual), data<scalar_t>(weight), begin,
-                        end, width, static_cast<float>(eps));
-    });
-  });
+void kernels::fused_add_rms_norm(float* x, float* residual, const float* weight, int64_t rows, int64_t width,
+                                 float eps) {
+  fused_add_rms_norm_all(x, residual, weight, rows, width, eps);
 }
 
-torch::Tensor rms_norm(torch::Tensor x, torch::Tensor weight, double eps) {
-  check_norm_args(x, weight);
-  x = x.contiguous();
-  auto out = torch::empty_like(x);
-  const int64_t width = x.size(-1), rows = x.numel() / std::max<int64_t>(width, 1);
-  for_dtype(x.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    at::parallel_for(0, rows, grain_rows(rows, width), [&](int64_t begin, int64_t end) {
-      rms_norm_rows(data<scalar_t>(x), data<scalar_t>(weight), data<scalar_t>(out), begin, end,
-                    width, static_cast<float>(eps));
-    });
-  });
-  return out;
+void kernels::fused_add_rms_norm(uint16_t* x, uint16_t* residual, const uint16_t* weight, int64_t rows,
+                                 int64_t width, float eps) {
+  fused_add_rms_norm_all(x, residual, weight, rows, width, eps);
 }
 
-void rotary_(torch::Tensor q, torch::Tensor k, torch::Tensor cos, torch::Tensor sin, bool interleaved) {
-  check_float_or_bf16(q, "q");
-  for (const auto* t : {&k, &cos, &sin})
-    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "q, k, cos and sin must share one dtype");
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.stride(2) == 1 && k.stride(2) == 1 && k.size(0) == q.size(0) &&
-                  k.size(2) == q.size(2),
-              "q and k must be [tokens, heads, head_dim] with contiguous heads and one head_dim");
-  TORCH_CHECK(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) == q.size(0) && cos.is_contiguous() &&
-                  sin.is_contiguous(),
-              "cos and sin must be contiguous [tokens, rotary_dim]");
-  const int64_t tokens = q.size(0), rotary_dim = cos.size(1);
-  TORCH_CHECK(rotary_dim % 2 == 0 && rotary_dim <= q.size(2), "rotary_dim must be even and at most head_dim, got ",
-              rotary_dim);
-  const int64_t per_token = (q.size(1) + k.size(1)) * rotary_dim;
-  for_dtype(q.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    at::parallel_for(0, tokens, grain_rows(tokens, per_token), [&](int64_t begin, int64_t end) {
-      for (auto* x : {&q, &k})
-        rotary_tokens(*x, data<scalar_t>(cos), data<scalar_t>(sin), begin, end, rotary_dim, interleaved);
-    });
-  });
+void kernels::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t width, float eps) {
+  rms_norm_all(x, weight, out, rows, width, eps);
+}
+
+void kernels::rms_norm(const uint16_t* x, const uint16_t* weight, uint16_t* out, int64_t rows, int64_t width,
+                       float eps) {
+  rms_norm_all(x, weight, out, rows, width, eps);
+}
+
+void kernels::rotary(RotaryHeads<float> q, RotaryHeads<float> k, const float* cos, const float* sin, int64_t tokens,
+                     int64_t rotary_dim, bool interleaved) {
+  rotary_all(q, k, cos, sin, tokens, rotary_dim, interleaved);
+}
+
+void kernels::rotary(RotaryHeads<uint16_t> q, RotaryHeads<uint16_t> k, const uint16_t* cos, const uint16_t* sin,
+                     int64_t tokens, int64_t rotary_dim, bool interleaved) {
+  rotary_all(q, k, cos, sin, tokens, rotary_dim, interleaved);
 }

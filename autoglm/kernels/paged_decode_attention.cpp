@@ -46,7 +46,7 @@ inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1)
 // Up to 16 elements (those `mask` selects, zero elsewhere) widened to float32, exactly.
 inline __m512 widen(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 
-inline __m512 widen(const at::BFloat16* p, __mmask16 mask) {  // a bfloat16 is the top half of a float32
+inline __m512 widen(const uint16_t* p, __mmask16 mask) {  // a bfloat16 is the top half of a float32
   const __m256i bits = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(mask, p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
@@ -274,81 +274,38 @@ class GroupAttention {
 };
 
 template <typename T>
-torch::Tensor decode_attention(torch::Tensor q, const PagedCache<T>& cache, torch::Tensor block_tables,
-                               torch::Tensor context_lens, int64_t block_size, double scale) {
-  TORCH_CHECK(block_tables.scalar_type() == torch::kLong && context_lens.scalar_type() == torch::kLong,
-              "block_tables and context_lens must be int64");
-  q = q.contiguous();
-  block_tables = block_tables.contiguous();
-  context_lens = context_lens.contiguous();
-  const int64_t batch = q.size(0), heads = q.size(1), head_dim = q.size(2);
-  const int64_t max_blocks = block_tables.size(1);
-  TORCH_CHECK(heads % cache.kv_heads == 0, "heads must be a multiple of kv_heads");
-  const int64_t group = heads / cache.kv_heads;
-  const int64_t* tables = block_tables.data_ptr<int64_t>();
-  const int64_t* lens = context_lens.data_ptr<int64_t>();
-  for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(lens[b] >= 1 && lens[b] <= max_blocks * block_size, "context length outside the block table");
-  }
-  auto out = torch::zeros_like(q);
-  const float* qp = q.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-
-  at::parallel_for(0, batch * cache.kv_heads, 1, [&](int64_t begin, int64_t end) {
+void decode_attention(const kernels::DecodeAttention& call, const PagedCache<T>& cache) {
+  const int64_t group = call.heads / cache.kv_heads, head_dim = call.head_dim;
+  at::parallel_for(0, call.batch * cache.kv_heads, 1, [&](int64_t begin, int64_t end) {
     Scratch scratch;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / cache.kv_heads, kv_head = item % cache.kv_heads;
-      const int64_t first_row = (b * heads + kv_head * group) * head_dim;
-      GroupAttention<T>(cache, group, lens[b], static_cast<float>(scale), scratch)
-          .run(qp + first_row, op + first_row, tables + b * max_blocks, block_size, kv_head);
+      const int64_t first_row = (b * call.heads + kv_head * group) * head_dim;
+      GroupAttention<T>(cache, group, call.context_lens[b], call.scale, scratch)
+          .run(call.q + first_row, call.out + first_row, call.block_tables + b * call.max_blocks, call.block_size,
+               kv_head);
     }
   });
-  return out;
-}
-
-void check_cache(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                 torch::ScalarType dtype, const char* message) {
-  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32, "q must be [batch, heads, head_dim] float32");
-  TORCH_CHECK(k_cache.dim() == 3 && k_cache.scalar_type() == dtype && k_cache.is_contiguous() &&
-                  v_cache.sizes() == k_cache.sizes() && v_cache.scalar_type() == dtype && v_cache.is_contiguous(),
-              message);
-  TORCH_CHECK(k_cache.size(2) == q.size(2), "head_dim of q and of the cache must match");
 }
 
 template <typename T>
-PagedCache<T> unscaled(const torch::Tensor& k_cache, const torch::Tensor& v_cache) {
-  return {k_cache.data_ptr<T>(), v_cache.data_ptr<T>(), nullptr, nullptr, k_cache.size(1), k_cache.size(2)};
+void decode_attention(const kernels::DecodeAttention& call, const T* k_cache, const T* v_cache) {
+  decode_attention(call, PagedCache<T>{k_cache, v_cache, call.key_scales, call.value_scales, call.kv_heads,
+                                       call.head_dim});
 }
 
 }  // namespace
 
-torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
-                                     torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
-                                     double scale) {
-  check_cache(q, k_cache, v_cache, torch::kFloat32, "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] float32");
-  return decode_attention(q, unscaled<float>(k_cache, v_cache), block_tables, context_lens, block_size, scale);
+void kernels::paged_decode_attention(const DecodeAttention& call, const float* k_cache, const float* v_cache) {
+  decode_attention(call, k_cache, v_cache);
 }
 
-torch::Tensor paged_decode_attention_bf16(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
-                                          torch::Tensor block_tables, torch::Tensor context_lens, int64_t block_size,
-                                          double scale) {
-  check_cache(q, k_cache, v_cache, torch::kBFloat16,
-              "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] bfloat16");
-  return decode_attention(q, unscaled<at::BFloat16>(k_cache, v_cache), block_tables, context_lens, block_size,
-                          scale);
+void kernels::paged_decode_attention(const DecodeAttention& call, const uint16_t* k_cache, const uint16_t* v_cache) {
+  decode_attention(call, k_cache, v_cache);
 }
 
-torch::Tensor paged_decode_attention_int8(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
-                                          torch::Tensor k_scales, torch::Tensor v_scales, torch::Tensor block_tables,
-                                          torch::Tensor context_lens, int64_t block_size, double scale) {
-  check_cache(q, k_cache, v_cache, torch::kInt8, "k_cache and v_cache must be contiguous [slots, kv_heads, head_dim] int8");
-  const auto scale_shape = k_cache.sizes().slice(0, 2);
-  TORCH_CHECK(k_scales.scalar_type() == torch::kFloat32 && k_scales.is_contiguous() && k_scales.sizes() == scale_shape &&
-                  v_scales.scalar_type() == torch::kFloat32 && v_scales.is_contiguous() && v_scales.sizes() == scale_shape,
-              "k_scales and v_scales must be contiguous [slots, kv_heads] float32");
-  const PagedCache<int8_t> cache{k_cache.data_ptr<int8_t>(), v_cache.data_ptr<int8_t>(), k_scales.data_ptr<float>(),
-                                 v_scales.data_ptr<float>(), k_cache.size(1), k_cache.size(2)};
-  return decode_attention(q, cache, block_tables, context_lens, block_size, scale);
+void kernels::paged_decode_attention(const DecodeAttention& call, const int8_t* k_cache, const int8_t* v_cache) {
+  decode_attention(call, k_cache, v_cache);
 }
 
 #pragma GCC pop_options

@@ -6,7 +6,7 @@ from autoglm import platforms
 from autoglm.kernels.cpu_extension import wait_for_cpu_kernels
 
 BF16_MATRIX_FLAGS = ("avx512_bf16", "amx_bf16")
-BUILD_WAIT_S = 600  # a bound to catch a hang; the build takes 1-3 minutes where nothing was built before
+BUILD_WAIT_S = 600  # a bound to catch a hang; a first build takes about a minute on 2 idle cores
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from autoglm.engine.llm_engine import LLMEngine
 from autoglm.kernels import cpu_extension
 from autoglm.kernels.build_lock import build_lock
 from autoglm.kernels.cpu_extension import ATTENTION_CPU_FLAGS, CPU_KERNELS, REQUIRED_CPU_FLAGS
-from autoglm.kernels.kernel_spec import CACHE_ENV, kernel_cache_root
+from autoglm.kernels.kernel_spec import CACHE_ENV
 from autoglm.platforms import cpu_has_flags
 from autoglm.sampling_params import RequestOutputKind
 from tests.engine.reference import greedy_reference
@@ -142,7 +143,7 @@ def test_health_detail_follows_the_build(held_build, monkeypatch):
 
 def test_the_engine_serves_while_the_kernels_build_then_switches_to_them(cpu_kernels, cpu_without_bf16_units,
                                                                           monkeypatch, tmp_path):
-    built_dir = CPU_KERNELS.build_dir(kernel_cache_root())  # the session's build, copied in as if just built
+    built_dir = Path(cpu_kernels.__file__).parent  # the session's build, copied in as if just built
     root = tmp_path / "kernels"
     monkeypatch.setenv(CACHE_ENV, str(root))
     monkeypatch.setattr(cpu_extension, "_build", None)  # as in a process that has not started them

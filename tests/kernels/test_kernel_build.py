@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -191,3 +192,25 @@ def test_the_cpu_kernels_are_not_promised_after_their_build_failed(tmp_path, mon
     failed.wait(HANG_S)
     monkeypatch.setattr(cpu_extension, "_build", failed)
     assert not cpu_extension.start_cpu_kernel_build() and cpu_extension.cpu_kernels() is None
+
+
+
+def test_a_build_outlives_the_thread_that_started_it_while_its_process_lives(tmp_path, caplog):
+    # The kernel sends the parent-death signal when the starting thread ends, not only its process.
+    spec = fake_spec(tmp_path / "src")
+    root = tmp_path / "cache"
+    build = BackgroundBuild(spec, root)
+    child_listens = threading.Event()
+
+    def start_then_end() -> None:
+        build.start()
+        child_listens.wait(HANG_S)
+
+    with caplog.at_level("INFO", logger="autoglm.kernels.background_build"):
+        with build_lock(spec.lock_path(root), timeout_s=0):  # the child reports waiting here, its signals set up
+            starter = threading.Thread(target=start_then_end)
+            starter.start()
+            wait_until(lambda: "fake_kernels build: waiting for process" in caplog.text, "the child waits for the lock")
+            child_listens.set()
+            starter.join()
+        assert build.wait(HANG_S).answer() == 42
