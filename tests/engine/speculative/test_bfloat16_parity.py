@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.cpu_isa,
               pytest.mark.skipif(not cpu_has_flags(*ATTENTION_CPU_FLAGS),
                                  reason="the CPU kernel attention path needs AVX-512 (avx512f, avx512bw)")]
 
-BUILD_WAIT_S = 600  # a bound to catch a hang; the build takes 1-3 minutes where nothing was built before
+BUILD_WAIT_S = 600  # a bound to catch a hang; a first build takes under a minute on 2 cores
 # Every step of these tests, plain or verifying, takes the linear kernel: a step of more rows would take
 # PyTorch's matmul, which rounds in another order than the kernel.
 MAX_KERNEL_ROWS = 64
