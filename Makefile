@@ -26,7 +26,7 @@ $(VENV)/.installed-serve: $(VENV)/.installed-torch pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-# The CPU kernels' build (minutes, once per torch version) starts as soon as torch and ninja are in,
+# The CPU kernels' build (under a minute on 2 cores, once per torch version) starts as soon as torch and ninja are in,
 # so it runs while the rest installs; the tests' own start of it waits on the same lock.
 $(VENV)/.installed-test: $(VENV)/.installed-torch pyproject.toml
 	@echo "installing ninja, then open-autoglm with its test and client extras into $(VENV) (first time: a few" \

@@ -15,6 +15,7 @@ import autoglm
 from autoglm.bench.ab.checkouts import (Checkout, Revision, repository_root, resolve_revision, temporary_worktree,
                                         working_tree_revision)
 from autoglm.bench.ab.errors import ABError
+from autoglm.bench.ab.served_side import with_served_tokenizer
 from autoglm.bench.ab.sides import engine_only_arguments
 from autoglm.bench.cli import main
 from autoglm.bench.figures.render import render_document
@@ -201,3 +202,13 @@ def test_a_folder_outside_git_is_refused(tmp_path):
 def test_the_baseline_is_left_as_given_or_where_the_command_has_none(repository, benchmark):
     working_tree = Checkout(working_tree_revision(repository), repository, extensions_dir=None)
     assert engine_only_arguments(working_tree, benchmark) == benchmark
+
+
+@pytest.mark.parametrize("arguments, server_args, expected", [
+    (["serve"], "--model /m --port 1", ["serve", "--tokenizer", "/m"]),
+    (["serve"], "--model=/m --tokenizer /t", ["serve", "--tokenizer", "/t"]),
+    (["serve", "--tokenizer=/own"], "--model /m", ["serve", "--tokenizer=/own"]),
+    (["serve"], "--port 1", ["serve"]),
+])
+def test_serve_draws_prompts_with_the_tokenizer_of_the_served_folder(arguments, server_args, expected):
+    assert with_served_tokenizer(arguments, server_args) == expected

@@ -10,7 +10,7 @@ from typing import Any
 
 from autoglm.bench.ab.checkouts import Checkout, resolve_revision, temporary_worktree, working_tree_revision
 from autoglm.bench.ab.metrics import AFTER, BEFORE, SIDES
-from autoglm.bench.ab.served_side import SERVE, revision_server
+from autoglm.bench.ab.served_side import SERVE, revision_server, with_served_tokenizer
 from autoglm.bench.ab.sides import engine_only_arguments, run_side
 from autoglm.bench.results.report import machine_info
 
@@ -41,7 +41,8 @@ def _run_one(checkout: Checkout, arguments: list[str], server_args: str, output:
     if arguments[0] != SERVE:
         return run_side(checkout, arguments, output, where)
     with revision_server(checkout, server_args, output.with_suffix(".server.log"), where) as base_url:
-        return run_side(checkout, [*arguments, "--base-url", base_url], output, where)
+        return run_side(checkout, [*with_served_tokenizer(arguments, server_args), "--base-url", base_url], output,
+                        where)
 
 
 def _run_rounds(checkouts: dict[str, Checkout], arguments: dict[str, list[str]], settings: ABSettings,

@@ -2,6 +2,8 @@
 the load and its client are the same on both sides and only the server differs."""
 from __future__ import annotations
 
+import argparse
+import shlex
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +22,19 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def with_served_tokenizer(arguments: list[str], server_args: str) -> list[str]:
+    """``bench serve``'s arguments, given the tokenizer of the model the servers load (``--tokenizer``, else
+    ``--model`` of ``server_args``) unless they name one: /v1/models names a model, never its folder."""
+    if any(argument.split("=")[0] == "--tokenizer" for argument in arguments):
+        return arguments
+    served = argparse.ArgumentParser(add_help=False)
+    served.add_argument("--model")
+    served.add_argument("--tokenizer")
+    known, _ = served.parse_known_args(shlex.split(server_args))
+    folder = known.tokenizer or known.model
+    return [*arguments, "--tokenizer", folder] if folder else arguments
 
 
 @contextmanager
