@@ -13,8 +13,11 @@ from tests.server.live_server import free_port
 # The engine replicas of one application at a time, a CPU each.
 RAY_CPUS = 2
 # Serve kills an HTTP proxy that is not ready within 5 s, or misses a 10 s health check: on a machine busy
-# with other tests its start alone can take longer. The cluster's processes inherit these from here.
-PATIENT_SERVE = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "120", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60"}
+# with other tests its start alone can take longer. Ray also starts its workers at niceness 15, where on a
+# machine busy with other work the replicas get a few percent of a core and take many minutes to load
+# their engines. The cluster's processes inherit these from here.
+PATIENT_SERVE = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "120", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
+                 "RAY_worker_niceness": "0"}
 
 
 @pytest.fixture(scope="package")
