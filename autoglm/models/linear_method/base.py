@@ -3,9 +3,23 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+
+@dataclass(frozen=True)
+class NativeLinear:
+    """A projection as the native decode step (``kernels/decode_step.cpp``) reads it: which kernel
+    multiplies by it, and the tensors that kernel streams, kept by the layer."""
+
+    kind: str  # "bf16-dot", "bf16-weight" or "int-a8" (int8/int4 weights, int8 activations)
+    weight: torch.Tensor
+    scales: torch.Tensor | None = None
+    bias: torch.Tensor | None = None  # float32 [out_features]
+    bits: int = 16
+    group_size: int = 0
 
 
 class LinearMethodBase(ABC):
@@ -41,3 +55,8 @@ class LinearMethodBase(ABC):
     def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
         """The dtype a step of few rows reads its weights in (what bounds decode speed), right now."""
         return compute_dtype
+
+    def native_linear(self, layer: nn.Module) -> NativeLinear | None:
+        """How the native decode step multiplies by this layer's weight, or None where it cannot (the
+        model then runs its steps op by op). Its result must equal :meth:`apply`'s bit for bit."""
+        return None
