@@ -38,6 +38,11 @@ class AttentionBackend(ABC):
             host_seq_lens=list(plan.seq_lens),
         )
 
+    def decodes_in_place(self, kv_cache: LayerKVCache, dtype: torch.dtype) -> bool:
+        """Whether this backend attends decode queries of ``dtype`` over ``kv_cache`` with the compiled
+        kernel the native decode step calls (``kernels/decode_step.cpp``), so that step may stand in for it."""
+        return False
+
     @abstractmethod
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:

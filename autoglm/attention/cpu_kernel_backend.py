@@ -41,6 +41,11 @@ class CpuKernelAttentionBackend(TorchAttentionBackend):
     def __init__(self, every_query_alone: bool = True) -> None:
         self.max_per_query_row_len = sys.maxsize if every_query_alone else MAX_PER_QUERY_ROW_LEN
 
+    def decodes_in_place(self, kv_cache: LayerKVCache, dtype: torch.dtype) -> bool:
+        """For an unscaled float32 or bfloat16 cache of the queries' dtype, once the kernels are in use."""
+        return (cpu_kernels() is not None and dtype in (torch.float32, torch.bfloat16) and kv_cache.keys.dtype == dtype
+                and kv_cache.key_scales is None)
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: LayerKVCache, scale: float,
                 metadata: AttentionMetadata) -> torch.Tensor:
         attend = paged_attention(q.dtype, kv_cache, metadata.block_size)

@@ -34,6 +34,7 @@ class DeviceConfig:
     cpu_upcast_half: bool
     cpu_linear_kernel: str
     cpu_kernel_max_rows: int | str
+    cpu_decode_step_max_rows: int
     enforce_eager: bool
     num_threads: int | None
 

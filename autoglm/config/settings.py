@@ -189,6 +189,16 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
+    cpu_decode_step_max_rows: int = Field(
+        64,
+        ge=0,
+        description=(
+            "Decode steps of up to this many sequences run the whole model as one compiled call on a CPU with "
+            "AVX-512 (the native decode step: its threads meet at barriers instead of PyTorch dispatching each op), "
+            "bit-identical to the layer-by-layer forward; 0 runs every step layer by layer."
+        ),
+        json_schema_extra=_DEVICE,
+    )
     enforce_eager: bool = Field(
         False,
         description=(

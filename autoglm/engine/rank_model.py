@@ -78,6 +78,8 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
                 model_path, device, str(dtype).removeprefix("torch."), model_config.num_hidden_layers, layers,
                 "the same" if lm_head == layers else lm_head)
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
+    if device.type == "cpu" and hasattr(model, "enable_native_decode"):
+        model.enable_native_decode(config.device.cpu_decode_step_max_rows)
     logger.info("%.1fM parameters loaded", count_parameters(model) / 1e6)
     return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods,
                      config.device.cpu_kernel_max_rows == ALL_ROWS)

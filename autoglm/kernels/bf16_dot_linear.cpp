@@ -14,12 +14,20 @@
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
+#include <algorithm>
+
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512bf16")
 
 namespace {
 
-constexpr int64_t kCols = 4;  // weight rows streamed together: independent sums hide the latency
+// Weight rows multiplied together once x has kMinRowsForBlocks rows: each weight vector then feeds 4 x 4 sums,
+// enough arithmetic per byte for prompts. Below it one weight row at a time: a thread then reads its
+// share of the weights front to back, a single stream the hardware prefetcher follows at full speed
+// (interleaving 4 rows' streams halved the bandwidth of a batch-1 step, 21 against 38 GB/s on a 2-core
+// AMD EPYC). Every (row, column) sum is the same chain of `vdpbf16ps` either way.
+constexpr int64_t kCols = 4;
+constexpr int64_t kMinRowsForBlocks = 16;
 
 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
@@ -55,17 +63,20 @@ inline void column_block(const uint16_t* x, const uint16_t* w, const float* bias
   for (; m < M; ++m) tile<1, COLS>(x, w, bias, y, m, n0, K, N);
 }
 
+// Columns [n_begin, n_end): kCols at a time for many rows, then one by one; a column's sums do not depend on which.
+void columns(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16* y, int64_t M, int64_t K,
+             int64_t N, int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  if (M >= kMinRowsForBlocks) {
+    for (; n + kCols <= n_end; n += kCols) column_block<kCols>(x, w, bias, y, n, M, K, N);
+  }
+  for (; n < n_end; ++n) column_block<1>(x, w, bias, y, n, M, K, N);
+}
+
 void run(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16* y, int64_t M, int64_t K, int64_t N) {
   const int64_t blocks = (N + kCols - 1) / kCols;
   at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t n0 = block * kCols;
-      if (n0 + kCols <= N) {
-        column_block<kCols>(x, w, bias, y, n0, M, K, N);
-      } else {
-        for (int64_t n = n0; n < N; ++n) column_block<1>(x, w, bias, y, n, M, K, N);
-      }
-    }
+    columns(x, w, bias, y, M, K, N, begin * kCols, std::min(end * kCols, N));
   });
 }
 
@@ -76,4 +87,9 @@ void run(const uint16_t* x, const uint16_t* w, const float* bias, c10::BFloat16*
 void kernels::bf16_dot_linear(const uint16_t* x, const uint16_t* w, const float* bias, uint16_t* y, int64_t M,
                               int64_t K, int64_t N) {
   run(x, w, bias, reinterpret_cast<c10::BFloat16*>(y), M, K, N);
+}
+
+void kernels::bf16_dot_linear_columns(const uint16_t* x, const uint16_t* w, const float* bias, uint16_t* y, int64_t M,
+                                      int64_t K, int64_t N, int64_t n_begin, int64_t n_end) {
+  columns(x, w, bias, reinterpret_cast<c10::BFloat16*>(y), M, K, N, n_begin, n_end);
 }

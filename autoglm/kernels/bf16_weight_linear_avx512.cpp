@@ -4,6 +4,8 @@
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
+#include <algorithm>
+
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw")
 
@@ -30,4 +32,9 @@ struct Vec {
 
 void kernels::bf16_weight_linear_avx512(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N) {
   avx512::bf16_weight_linear(x, w, y, M, K, N);
+}
+
+void kernels::bf16_weight_linear_avx512_columns(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K,
+                                                int64_t N, int64_t n_begin, int64_t n_end) {
+  avx512::bf16_weight_columns(x, w, y, M, K, N, n_begin, n_end);
 }

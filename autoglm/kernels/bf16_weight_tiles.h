@@ -6,7 +6,10 @@
 // half of a float32), `fmadd` and `sum`. No #include here: the including file has them all.
 
 constexpr int64_t kPrefetchAhead = 512;  // weights, in elements: keeps more DRAM reads in flight
-constexpr int64_t kCols = 4;  // weight rows streamed together: independent sums hide FMA latency
+constexpr int64_t kCols = 4;  // weight rows multiplied together for many rows of x: 4 x 4 sums per weight load
+// Below this many rows of x, one weight row at a time: each thread reads its share of the weights front to
+// back, one stream for the hardware prefetcher (see bf16_dot_linear.cpp). The sums are the same either way.
+constexpr int64_t kMinRowsForBlocks = 16;
 
 // y[m0 .. m0+ROWS, n0 .. n0+COLS]: each weight vector is loaded once for all ROWS rows of x.
 template <int ROWS, int COLS>
@@ -36,17 +39,21 @@ inline void column_block(const float* x, const uint16_t* w, float* y, int64_t n0
   for (; m < M; ++m) tile<1, COLS>(x, w, y, m, n0, K, N);
 }
 
-// y [M, N] = x [M, K] @ w [N, K]^T; K a multiple of Vec::kWidth.
+// Columns [n_begin, n_end) of y [M, N] = x [M, K] @ w [N, K]^T, on the calling thread; K a multiple of
+// Vec::kWidth. kCols columns at a time, then one by one: a column's sums do not depend on which.
+inline void bf16_weight_columns(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N,
+                                int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  if (M >= kMinRowsForBlocks) {
+    for (; n + kCols <= n_end; n += kCols) column_block<kCols>(x, w, y, n, M, K, N);
+  }
+  for (; n < n_end; ++n) column_block<1>(x, w, y, n, M, K, N);
+}
+
+// y [M, N] = x [M, K] @ w [N, K]^T over the thread pool.
 inline void bf16_weight_linear(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N) {
   const int64_t blocks = (N + kCols - 1) / kCols;
   at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t n0 = block * kCols;
-      if (n0 + kCols <= N) {
-        column_block<kCols>(x, w, y, n0, M, K, N);
-      } else {
-        for (int64_t n = n0; n < N; ++n) column_block<1>(x, w, y, n, M, K, N);
-      }
-    }
+    bf16_weight_columns(x, w, y, M, K, N, begin * kCols, std::min(end * kCols, N));
   });
 }

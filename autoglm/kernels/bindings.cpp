@@ -8,7 +8,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros_like.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <string>
+#include <vector>
 
 #include "cpu_kernels.h"
 
@@ -245,6 +249,190 @@ void rotary_(at::Tensor q, at::Tensor k, at::Tensor cos, at::Tensor sin, bool in
   });
 }
 
+at::Tensor silu_and_mul(at::Tensor x) {
+#ifdef AUTOGLM_KERNELS_AVX512
+  check_float_or_bf16(x, "x");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) % 2 == 0, "x must be [rows, 2 * inner]: gate and up side by side");
+  x = x.contiguous();
+  const int64_t rows = x.size(0), inner = x.size(1) / 2;
+  auto out = at::empty({rows, inner}, x.options());
+  const int64_t grain = std::max<int64_t>(256, (int64_t{1} << 16) / std::max<int64_t>(rows, 1));
+  for_dtype(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    at::parallel_for(0, inner, grain, [&](int64_t begin, int64_t end) {
+      kernels::silu_and_mul_columns(data<scalar_t>(x), data<scalar_t>(out), rows, inner, begin, end);
+    });
+  });
+  return out;
+#else
+  not_built("silu_and_mul", "avx512f and avx512bw");
+#endif
+}
+
+// ---- the native decode step ----
+
+#ifdef AUTOGLM_KERNELS_AVX512
+// The model as decode_step reads it, built once from the Python model's tensors, which it keeps alive.
+class DecodeStep {
+ public:
+  // `layers`: one dict per layer: "qkv", "o", "gate_up", "down" each (kind, weight, scales, bias, bits, group);
+  // the norms and caches by name (None where absent). `sizes`: the model's dimensions and constants.
+  DecodeStep(at::Tensor embedding, at::Tensor final_norm, const std::vector<pybind11::dict>& layers,
+             const pybind11::dict& sizes) {
+    check_float_or_bf16(embedding, "embedding");
+    dtype_ = embedding.scalar_type();
+    model_.embedding = keep(embedding, "embedding");
+    model_.final_norm = keep(final_norm, "final_norm");
+    model_.hidden = sizes["hidden"].cast<int64_t>();
+    model_.heads = sizes["heads"].cast<int64_t>();
+    model_.kv_heads = sizes["kv_heads"].cast<int64_t>();
+    model_.head_dim = sizes["head_dim"].cast<int64_t>();
+    model_.intermediate = sizes["intermediate"].cast<int64_t>();
+    model_.rotary_dim = sizes["rotary_dim"].cast<int64_t>();
+    model_.block_size = sizes["block_size"].cast<int64_t>();
+    model_.interleaved_rotary = sizes["interleaved_rotary"].cast<bool>();
+    model_.eps = static_cast<float>(sizes["eps"].cast<double>());
+    model_.attention_scale = static_cast<float>(sizes["attention_scale"].cast<double>());
+    TORCH_CHECK(embedding.dim() == 2 && embedding.size(1) == model_.hidden, "embedding must be [vocab, hidden]");
+    vocab_ = embedding.size(0);
+    for (const auto& layer : layers) layers_.push_back(step_layer(layer));
+    model_.layers = layers_.data();
+    model_.num_layers = static_cast<int64_t>(layers_.size());
+  }
+
+  // hidden [rows, hidden] for rows of one token each (see kernels::StepBatch).
+  at::Tensor forward(at::Tensor tokens, at::Tensor cos, at::Tensor sin, at::Tensor slots, at::Tensor block_tables,
+                     at::Tensor context_lens) {
+    for (const auto* t : {&tokens, &slots, &block_tables, &context_lens})
+      TORCH_CHECK(t->scalar_type() == at::kLong && t->is_contiguous(), "ids, slots, tables and lengths: contiguous int64");
+    const int64_t rows = tokens.size(0);
+    TORCH_CHECK(slots.size(0) == rows && context_lens.size(0) == rows && block_tables.dim() == 2 &&
+                    block_tables.size(0) == rows, "one slot, block table and context length per row");
+    TORCH_CHECK(cos.scalar_type() == dtype_ && sin.scalar_type() == dtype_ && cos.is_contiguous() &&
+                    sin.is_contiguous() && cos.sizes() == sin.sizes() && cos.dim() == 2 && cos.size(0) == rows &&
+                    cos.size(1) == model_.rotary_dim, "cos and sin must be contiguous [rows, rotary_dim] of the model's dtype");
+    const int64_t max_blocks = block_tables.size(1);
+    const int64_t* ids = tokens.data_ptr<int64_t>();
+    const int64_t* lens = context_lens.data_ptr<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      TORCH_CHECK(ids[r] >= 0 && ids[r] < vocab_, "token id ", ids[r], " outside the vocabulary");
+      TORCH_CHECK(lens[r] >= 1 && lens[r] <= max_blocks * model_.block_size, "context length outside the block table");
+    }
+    const kernels::StepBatch batch{rows, ids, cos.data_ptr(), sin.data_ptr(), slots.data_ptr<int64_t>(),
+                                   block_tables.data_ptr<int64_t>(), max_blocks, lens};
+    const bool bf16 = dtype_ == at::kBFloat16;
+    auto workspace = at::empty({kernels::decode_step_workspace_bytes(model_, rows, bf16)}, tokens.options().dtype(at::kByte));
+    auto hidden = at::empty({rows, model_.hidden}, tokens.options().dtype(dtype_));
+    if (bf16) {
+      kernels::decode_step(model_, batch, bf16_bits(hidden), workspace.data_ptr());
+    } else {
+      kernels::decode_step(model_, batch, hidden.data_ptr<float>(), workspace.data_ptr());
+    }
+    return hidden;
+  }
+
+ private:
+  const void* keep(const at::Tensor& t, const char* name) {
+    TORCH_CHECK(t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == dtype_, name,
+                " must be a contiguous CPU tensor of the model's dtype");
+    kept_.push_back(t);
+    return t.data_ptr();
+  }
+
+  const void* optional_norm(const pybind11::dict& layer, const char* name, int64_t width) {
+    const auto value = layer[name];
+    if (value.is_none()) return nullptr;
+    const auto weight = value.cast<at::Tensor>();
+    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == width, name, " has the wrong width");
+    return keep(weight, name);
+  }
+
+  kernels::StepLinear step_linear(const pybind11::tuple& spec, int64_t in_features, int64_t out_features) {
+    const auto kind = spec[0].cast<std::string>();
+    const auto weight = spec[1].cast<at::Tensor>();
+    kernels::StepLinear linear{};
+    linear.in_features = in_features;
+    linear.out_features = out_features;
+    linear.bits = spec[4].cast<int64_t>();
+    linear.group = spec[5].cast<int64_t>();
+    TORCH_CHECK(weight.is_contiguous() && weight.device().is_cpu(), "a projection's weight must be contiguous on the CPU");
+    kept_.push_back(weight);
+    linear.weight = weight.data_ptr();
+    if (!spec[2].is_none()) {
+      const auto scales = spec[2].cast<at::Tensor>().contiguous();
+      kept_.push_back(scales);
+      linear.scales = scales.data_ptr();
+    }
+    if (!spec[3].is_none()) {
+      const auto bias = spec[3].cast<at::Tensor>().to(at::kFloat).contiguous();
+      TORCH_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "bias must be [out_features]");
+      kept_.push_back(bias);
+      linear.bias = bias.data_ptr<float>();
+    }
+    const bool bf16_weight = weight.scalar_type() == at::kBFloat16 && weight.dim() == 2 &&
+                             weight.size(0) == out_features && weight.size(1) == in_features;
+    if (kind == "bf16-dot") {
+#ifdef AUTOGLM_KERNELS_AVX512_BF16
+      TORCH_CHECK(dtype_ == at::kBFloat16 && bf16_weight && in_features % 32 == 0,
+                  "bf16-dot: a bfloat16 model, a bfloat16 [out, in] weight, in a multiple of 32");
+      linear.kind = kernels::LinearKind::kBf16Dot;
+      return linear;
+#else
+      not_built("the native step's bf16-dot projections", "avx512_bf16");
+#endif
+    }
+    if (kind == "bf16-weight") {
+      TORCH_CHECK(dtype_ == at::kFloat && bf16_weight && in_features % 16 == 0,
+                  "bf16-weight: a float32 model, a bfloat16 [out, in] weight, in a multiple of 16");
+      linear.kind = kernels::LinearKind::kBf16Weight;
+      return linear;
+    }
+    if (kind == "int-a8") {
+#ifdef AUTOGLM_KERNELS_AVX512_VNNI
+      TORCH_CHECK(linear.scales != nullptr, "int-a8 projections need their scales");
+      linear.kind = kernels::LinearKind::kIntA8;
+      return linear;
+#else
+      not_built("the native step's int-a8 projections", "avx512_vnni");
+#endif
+    }
+    TORCH_CHECK(false, "unknown projection kind '", kind, "': bf16-dot, bf16-weight or int-a8");
+  }
+
+  kernels::StepLayer step_layer(const pybind11::dict& layer) {
+    const int64_t hidden = model_.hidden, dim = model_.head_dim, inner = model_.intermediate;
+    const int64_t query = model_.heads * dim, kv = model_.kv_heads * dim;
+    kernels::StepLayer out{};
+    out.qkv = step_linear(layer["qkv"].cast<pybind11::tuple>(), hidden, query + 2 * kv);
+    out.o = step_linear(layer["o"].cast<pybind11::tuple>(), query, hidden);
+    out.gate_up = step_linear(layer["gate_up"].cast<pybind11::tuple>(), hidden, 2 * inner);
+    out.down = step_linear(layer["down"].cast<pybind11::tuple>(), inner, hidden);
+    out.input_norm = optional_norm(layer, "input_norm", hidden);
+    out.post_attention_norm = optional_norm(layer, "post_attention_norm", hidden);
+    TORCH_CHECK(out.input_norm != nullptr && out.post_attention_norm != nullptr, "every layer has its two norms");
+    out.post_self_attn_norm = optional_norm(layer, "post_self_attn_norm", hidden);
+    out.post_mlp_norm = optional_norm(layer, "post_mlp_norm", hidden);
+    out.q_norm = optional_norm(layer, "q_norm", dim);
+    out.k_norm = optional_norm(layer, "k_norm", dim);
+    TORCH_CHECK((out.q_norm == nullptr) == (out.k_norm == nullptr), "q_norm and k_norm come together");
+    for (const char* name : {"k_cache", "v_cache"}) {
+      const auto cache = layer[name].cast<at::Tensor>();
+      TORCH_CHECK(cache.dim() == 3 && cache.size(1) == model_.kv_heads && cache.size(2) == dim,
+                  name, " must be [slots, kv_heads, head_dim]");
+      void* data = const_cast<void*>(keep(cache, name));
+      (std::string(name) == "k_cache" ? out.k_cache : out.v_cache) = data;
+    }
+    return out;
+  }
+
+  at::ScalarType dtype_;
+  int64_t vocab_ = 0;
+  kernels::StepModel model_{};
+  std::vector<kernels::StepLayer> layers_;
+  std::vector<at::Tensor> kept_;
+};
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -259,5 +447,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "decode attention read in place from int8 KV blocks and their per-slot, per-head scales");
   m.def("fused_add_rms_norm", &fused_add_rms_norm, "residual += x; x = rms_norm(residual) * weight, in place");
   m.def("rms_norm", &rms_norm, "rms_norm(x) * weight, rounded where PyTorch rounds");
+  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up for gate and up side by side, rounded as PyTorch's");
+#ifdef AUTOGLM_KERNELS_AVX512
+  pybind11::class_<DecodeStep>(m, "DecodeStep", "a whole decoder stack's decode step as one call")
+      .def(pybind11::init<at::Tensor, at::Tensor, const std::vector<pybind11::dict>&, const pybind11::dict&>())
+      .def("forward", &DecodeStep::forward);
+#endif
   m.def("rotary_", &rotary_, "rotary embedding of q and k in place, halves or interleaved pairs");
 }

@@ -33,9 +33,11 @@ SOURCES = (
     KernelSource("fused_elementwise.cpp"),
     KernelSource("bf16_weight_linear_avx512.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
     KernelSource("paged_decode_attention.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
+    KernelSource("silu_and_mul.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
+    KernelSource("decode_step.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
     KernelSource("bf16_dot_linear.cpp", AVX512_BF16_FLAGS, "AUTOGLM_KERNELS_AVX512_BF16"),
 )
-HEADERS = ("cpu_kernels.h", "bf16_weight_tiles.h")
+HEADERS = ("cpu_kernels.h", "bf16_weight_tiles.h", "exp_avx512.h")
 
 
 def cpu_kernel_spec(cpu_flags: frozenset[str]) -> KernelSpec:

@@ -171,6 +171,36 @@ void kernels::rms_norm(const uint16_t* x, const uint16_t* weight, uint16_t* out,
   rms_norm_all(x, weight, out, rows, width, eps);
 }
 
+void kernels::fused_add_rms_norm_rows(float* x, float* residual, const float* weight, int64_t begin, int64_t end,
+                                      int64_t width, float eps) {
+  add_rms_norm_rows(x, residual, weight, begin, end, width, eps);
+}
+
+void kernels::fused_add_rms_norm_rows(uint16_t* x, uint16_t* residual, const uint16_t* weight, int64_t begin,
+                                      int64_t end, int64_t width, float eps) {
+  add_rms_norm_rows(x, residual, weight, begin, end, width, eps);
+}
+
+void kernels::rms_norm_rows(const float* x, const float* weight, float* out, int64_t begin, int64_t end,
+                            int64_t width, float eps) {
+  ::rms_norm_rows(x, weight, out, begin, end, width, eps);
+}
+
+void kernels::rms_norm_rows(const uint16_t* x, const uint16_t* weight, uint16_t* out, int64_t begin, int64_t end,
+                            int64_t width, float eps) {
+  ::rms_norm_rows(x, weight, out, begin, end, width, eps);
+}
+
+void kernels::rotary_rows(RotaryHeads<float> x, const float* cos, const float* sin, int64_t begin, int64_t end,
+                          int64_t rotary_dim, bool interleaved) {
+  rotary_tokens(x, cos, sin, begin, end, rotary_dim, interleaved);
+}
+
+void kernels::rotary_rows(RotaryHeads<uint16_t> x, const uint16_t* cos, const uint16_t* sin, int64_t begin,
+                          int64_t end, int64_t rotary_dim, bool interleaved) {
+  rotary_tokens(x, cos, sin, begin, end, rotary_dim, interleaved);
+}
+
 void kernels::rotary(RotaryHeads<float> q, RotaryHeads<float> k, const float* cos, const float* sin, int64_t tokens,
                      int64_t rotary_dim, bool interleaved) {
   rotary_all(q, k, cos, sin, tokens, rotary_dim, interleaved);

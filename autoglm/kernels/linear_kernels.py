@@ -26,6 +26,7 @@ class CpuLinearKernel:
     activation_dtype: torch.dtype
     k_multiple: int
     takes_bias: bool
+    native_kind: str | None = None  # what the native decode step calls this kernel, if it calls it
 
     def missing_flags(self) -> tuple[str, ...]:
         """The CPU flags this kernel needs and this CPU lacks (or hides: ``AUTOGLM_CPU_DISABLE_FLAGS``)."""
@@ -56,9 +57,9 @@ class CpuLinearKernel:
 
 
 BF16_DOT_AVX512 = CpuLinearKernel("bf16-dot-avx512", "linear_bf16_dot", ("avx512f", "avx512bw", "avx512_bf16"),
-                                  torch.bfloat16, k_multiple=32, takes_bias=True)
+                                  torch.bfloat16, k_multiple=32, takes_bias=True, native_kind="bf16-dot")
 BF16_WEIGHT_AVX512 = CpuLinearKernel("bf16-weight-avx512", "linear_bf16_weight_avx512", ("avx512f", "avx512bw"),
-                                     torch.float32, k_multiple=16, takes_bias=False)
+                                     torch.float32, k_multiple=16, takes_bias=False, native_kind="bf16-weight")
 BF16_WEIGHT_AVX2 = CpuLinearKernel("bf16-weight-avx2", "linear_bf16_weight_avx2", ("avx2", "fma"),
                                    torch.float32, k_multiple=8, takes_bias=False)
 

@@ -32,6 +32,8 @@
 
 namespace {
 
+#include "exp_avx512.h"
+
 constexpr int64_t kLanes = 16;      // floats in a register
 constexpr int kKeyTile = 16;        // keys scored together: one register of scores per query
 constexpr int64_t kValueTile = 64;  // positions summed in registers before the outputs go back to memory
@@ -63,21 +65,6 @@ inline void prefetch_rows(const T* base, const int64_t* rows, int64_t count, int
     const char* row = reinterpret_cast<const char*>(base + rows[t] * head_dim);
     for (int64_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(row + offset, _MM_HINT_T0);
   }
-}
-
-// e^x for x <= 0 (scores less their maximum), to about one float32 rounding: x = n ln2 + r with
-// |r| <= ln2/2, e^r from its Taylor series to r^7 (truncation below 1e-8 there), times 2^n.
-inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // e^-104 rounds to zero anyway; a NaN passes through
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 in two parts: the first exact in n
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.f / 5040);
-  for (const float coefficient : {1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 1.f / 2, 1.f, 1.f}) {
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(coefficient));
-  }
-  return _mm512_scalef_ps(p, n);
 }
 
 // [a0+a1, a2+a3, b0+b1, b2+b3] of the 128-bit lanes of a and b.
@@ -239,7 +226,7 @@ class GroupAttention {
       __m512 total = _mm512_setzero_ps();
       for (int64_t t = 0; t < length_; t += kLanes) {
         const __mmask16 mask = lanes_below(length_ - t);
-        __m512 weight = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + t), shift));
+        __m512 weight = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + t), shift));
         total = _mm512_mask_add_ps(total, mask, total, weight);
         if (cache_.value_scales != nullptr) {
           weight = _mm512_mul_ps(weight, _mm512_maskz_loadu_ps(mask, s_.value_scales.data() + t));
@@ -273,25 +260,30 @@ class GroupAttention {
   Scratch& s_;
 };
 
+// Items [begin, end) of the (sequence, KV head) pairs: every query head of the group over that head's context.
 template <typename T>
-void decode_attention(const kernels::DecodeAttention& call, const PagedCache<T>& cache) {
+void attend_items(const kernels::DecodeAttention& call, const PagedCache<T>& cache, int64_t begin, int64_t end) {
   const int64_t group = call.heads / cache.kv_heads, head_dim = call.head_dim;
-  at::parallel_for(0, call.batch * cache.kv_heads, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch;
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t b = item / cache.kv_heads, kv_head = item % cache.kv_heads;
-      const int64_t first_row = (b * call.heads + kv_head * group) * head_dim;
-      GroupAttention<T>(cache, group, call.context_lens[b], call.scale, scratch)
-          .run(call.q + first_row, call.out + first_row, call.block_tables + b * call.max_blocks, call.block_size,
-               kv_head);
-    }
-  });
+  Scratch scratch;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t b = item / cache.kv_heads, kv_head = item % cache.kv_heads;
+    const int64_t first_row = (b * call.heads + kv_head * group) * head_dim;
+    GroupAttention<T>(cache, group, call.context_lens[b], call.scale, scratch)
+        .run(call.q + first_row, call.out + first_row, call.block_tables + b * call.max_blocks, call.block_size,
+             kv_head);
+  }
+}
+
+template <typename T>
+PagedCache<T> paged_cache(const kernels::DecodeAttention& call, const T* k_cache, const T* v_cache) {
+  return PagedCache<T>{k_cache, v_cache, call.key_scales, call.value_scales, call.kv_heads, call.head_dim};
 }
 
 template <typename T>
 void decode_attention(const kernels::DecodeAttention& call, const T* k_cache, const T* v_cache) {
-  decode_attention(call, PagedCache<T>{k_cache, v_cache, call.key_scales, call.value_scales, call.kv_heads,
-                                       call.head_dim});
+  const PagedCache<T> cache = paged_cache(call, k_cache, v_cache);
+  at::parallel_for(0, call.batch * cache.kv_heads, 1,
+                   [&](int64_t begin, int64_t end) { attend_items(call, cache, begin, end); });
 }
 
 }  // namespace
@@ -306,6 +298,16 @@ void kernels::paged_decode_attention(const DecodeAttention& call, const uint16_t
 
 void kernels::paged_decode_attention(const DecodeAttention& call, const int8_t* k_cache, const int8_t* v_cache) {
   decode_attention(call, k_cache, v_cache);
+}
+
+void kernels::paged_decode_attention_items(const DecodeAttention& call, const float* k_cache, const float* v_cache,
+                                           int64_t begin, int64_t end) {
+  attend_items(call, paged_cache(call, k_cache, v_cache), begin, end);
+}
+
+void kernels::paged_decode_attention_items(const DecodeAttention& call, const uint16_t* k_cache,
+                                           const uint16_t* v_cache, int64_t begin, int64_t end) {
+  attend_items(call, paged_cache(call, k_cache, v_cache), begin, end);
 }
 
 #pragma GCC pop_options

@@ -18,6 +18,7 @@ from torch import nn
 from autoglm.models.layers import GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear_method import LinearMethodBase, LinearMethods
 from autoglm.models.model_config import ModelConfig
+from autoglm.models.native_decode import NativeDecodeStep
 from autoglm.models.parallel_vocab import lm_head, vocab_embedding
 from autoglm.models.partition import ModelPartition, current_partition
 from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
@@ -103,6 +104,11 @@ class DecoderForCausalLM(nn.Module):
         self.model = DecoderModel(config, spec, linear_methods.layers, partition)
         tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
         self.lm_head = lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
+        self.native_decode: NativeDecodeStep | None = None  # see enable_native_decode
+
+    def enable_native_decode(self, max_rows: int) -> None:
+        """Let decode steps of up to ``max_rows`` sequences run as one native call where the kernels allow."""
+        self.native_decode = NativeDecodeStep(self, max_rows) if max_rows > 0 else None
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[T, hidden]`` for all sequences of a step concatenated, no padding."""
@@ -111,7 +117,8 @@ class DecoderForCausalLM(nn.Module):
                 "input_ids and positions must both be 1-D [num_tokens] tensors of the same length, got "
                 f"{tuple(input_ids.shape)} and {tuple(positions.shape)}"
             )
-        return self.model(input_ids, positions)
+        hidden = self.native_decode(input_ids, positions) if self.native_decode is not None else None
+        return hidden if hidden is not None else self.model(input_ids, positions)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``[N, vocab]`` for the rows of ``hidden`` that need sampling."""

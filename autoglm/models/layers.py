@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autoglm.models.fused_ops import fused_kernels
+from autoglm.models.fused_ops import fused_kernels, silu_and_mul
 from autoglm.models.linear_method import LinearMethodBase
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.parallel_linear import output_linear, stacked_linear
@@ -77,8 +77,7 @@ class GatedMLP(nn.Module):
         self.down_proj = output_linear(inner, config.hidden_size, bias, linear_method)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(silu_and_mul(self.gate_up_proj(x)))
 
 
 class SelfAttention(nn.Module):

@@ -1,6 +1,7 @@
 """The interface every way of storing and multiplying a projection's weights implements."""
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ class NativeLinear:
     bias: torch.Tensor | None = None  # float32 [out_features]
     bits: int = 16
     group_size: int = 0
+    max_rows: int = sys.maxsize  # steps of more rows take another path layer by layer, so not this one
 
 
 class LinearMethodBase(ABC):

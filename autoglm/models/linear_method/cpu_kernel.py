@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from autoglm.kernels.linear_kernels import TORCH_PATH, CpuLinearKernel
+from autoglm.models.linear_method.base import NativeLinear
 from autoglm.models.linear_method.row_limits import MeasuredRowLimit, RowLimit
 from autoglm.progress import announce
 
@@ -55,6 +56,13 @@ class CpuKernelLinearMethod(UnquantizedLinearMethod):
             if y is not None:
                 return y
         return super().apply(layer, x, bias)
+
+    def native_linear(self, layer: nn.Module) -> NativeLinear | None:
+        kernel_weight = layer.kernel_weight
+        if self.kernel.native_kind is None or kernel_weight is None or not self.kernel.runs_here():
+            return None
+        return NativeLinear(self.kernel.native_kind, kernel_weight, bias=layer.bias,
+                            max_rows=self.row_limit.max_rows(self.kernel, kernel_weight, layer.weight))
 
     def describe(self, dtype: torch.dtype) -> str:
         return f"bfloat16 weights on the compiled kernel {self.kernel.name} for {self.row_limit.describe()}"
