@@ -7,7 +7,7 @@
 // each product, sum and cast to bfloat16 as PyTorch's bfloat16 ops do.
 // The bodies are compiled for AVX2 + FMA (the library's floor): plain loops the compiler vectorises,
 // with contraction into FMA off, since PyTorch rounds a * b before adding c, and so must these.
-// (SiLU-and-mul is left to PyTorch: an AVX2 version lost to its AVX-512 exp at 32 rows.)
+// (SiLU-and-mul is silu_and_mul.cpp, AVX-512: an AVX2 version lost to PyTorch's AVX-512 exp at 32 rows.)
 #include "cpu_kernels.h"
 
 #include <ATen/Parallel.h>

@@ -126,3 +126,20 @@ def test_family_matches_transformers_through_the_fused_kernels(kernels, case, tm
     model_dir = make_tiny_checkpoint(family, tmp_path, **overrides)
     assert fused_ops.fused_kernels(torch.randn(1)) is kernels
     assert max_logprob_difference(model_dir) < TOLERANCE
+
+
+@pytest.mark.skipif(not cpu_has_flags("avx512f", "avx512bw"), reason="silu_and_mul needs avx512f and avx512bw")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("inner", [1, 17, 1031])
+def test_silu_and_mul_rounds_as_silu_gate_times_up(kernels, dtype, rows, inner):
+    gate_up = (torch.randn(rows, 2 * inner, generator=torch.Generator().manual_seed(rows * inner)) * 4).to(dtype)
+    gate, up = gate_up.chunk(2, dim=-1)
+    assert_close(kernels.silu_and_mul(gate_up), torch.nn.functional.silu(gate) * up)
+
+
+@pytest.mark.skipif(not cpu_has_flags("avx512f", "avx512bw"), reason="silu_and_mul needs avx512f and avx512bw")
+def test_silu_and_mul_at_the_edges_of_exp(kernels):
+    gate = torch.tensor([-200.0, -88.0, -20.0, -0.0, 0.0, 1e-30, 20.0, 88.0, 89.0, 200.0, float("inf")])
+    gate_up = torch.cat([gate, torch.ones_like(gate)]).unsqueeze(0)
+    torch.testing.assert_close(kernels.silu_and_mul(gate_up)[0], torch.nn.functional.silu(gate), rtol=1e-6, atol=0)
