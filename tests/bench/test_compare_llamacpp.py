@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autoglm.bench.cli import main
+from autoglm.bench.figures.render import render_document
 from autoglm.bench.llamacpp.inputs import CompareLlamaCppError
 from autoglm.bench.llamacpp.llama_bench import parse_llama_bench
 
@@ -112,6 +113,8 @@ def test_each_precision_runs_llama_bench_and_the_engine_on_the_same_threads(llam
     out = capsys.readouterr().out
     assert "batch-1 decode (tg4), tok/s" in out and "prompt processing (pp16), tok/s" in out
     assert "52.7 (Q4_0)" in out
+    figures = render_document(f"<!-- figures:compare-llamacpp {results.name} -->\n<!-- /figures -->", tmp_path)
+    assert "| int8 | " in figures and " | 98.0 (Q8_0) | " in figures
 
 
 def test_a_gguf_of_another_type_than_its_precision_is_refused(llama_cpp, tmp_path, capsys):

@@ -10,6 +10,13 @@ from autoglm.bench.llamacpp.inputs import CompareLlamaCppError, gguf_files, llam
 from autoglm.bench.llamacpp.precisions import PRECISIONS
 from autoglm.cli.settings import announced_config
 
+# Counts both sides take, as llama-bench's -p, -n and -r: the flag, its default, what it counts.
+LLAMA_BENCH_COUNTS = (
+    ("--n-prompt", 512, "prompt tokens of the prompt-processing test, as llama-bench -p"),
+    ("--n-gen", 128, "tokens generated in the decode test, as llama-bench -n"),
+    ("--repetitions", 5, "timed runs of each test on each side, as llama-bench -r"),
+)
+
 
 def _compare(args: argparse.Namespace) -> int:
     try:
@@ -44,11 +51,8 @@ def add_compare_llamacpp_command(subparsers) -> None:
                         help=f"a GGUF of the --model checkpoint's weights, once per precision compared "
                              f"({', '.join(f'{p.name} with {p.gguf_type}' for p in PRECISIONS.values())}), "
                              "e.g. --gguf int8=M.q8_0.gguf")
-    parser.add_argument("--n-prompt", type=positive_int, default=512, metavar="N",
-                        help="prompt tokens of the prompt-processing test, as llama-bench -p (default: %(default)s)")
-    parser.add_argument("--n-gen", type=positive_int, default=128, metavar="N",
-                        help="tokens generated in the decode test, as llama-bench -n (default: %(default)s)")
-    parser.add_argument("--repetitions", type=positive_int, default=5, metavar="N",
-                        help="timed runs of each test on each side, as llama-bench -r (default: %(default)s)")
+    for flag, default, meaning in LLAMA_BENCH_COUNTS:
+        parser.add_argument(flag, type=positive_int, default=default, metavar="N",
+                            help=f"{meaning} (default: %(default)s)")
     add_results_and_engine_settings(parser, "also write every figure, the machine and llama.cpp's build to this file")
     parser.set_defaults(handler=_compare)
