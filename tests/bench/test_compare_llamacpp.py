@@ -8,7 +8,9 @@ file that is not a GGUF. The engine side runs on the embedded tiny model.
 from __future__ import annotations
 
 import json
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from autoglm.bench.cli import main
 from autoglm.bench.figures.render import render_document
 from autoglm.bench.llamacpp.inputs import CompareLlamaCppError
-from autoglm.bench.llamacpp.llama_bench import parse_llama_bench
+from autoglm.bench.llamacpp.llama_bench import CPU_BACKEND_FEATURES, cpu_backend_features, parse_llama_bench
 
 OUTPUTS = Path(__file__).parent / "llama_bench"
 BROKEN = "not-a-gguf"
@@ -155,3 +157,18 @@ def test_bad_inputs_exit_2_with_one_line_naming_them(llama_cpp, tmp_path, capsys
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith(f"error: {message.format(**names)}")
     assert not log.exists()  # nothing ran
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc) to build a stand-in CPU backend")
+def test_the_cpu_backends_instruction_sets_are_read_from_its_library(tmp_path):
+    """A stand-in libggml-cpu.so in ../lib, built with AVX2 and AVX512-VNNI but not AVX512-BF16."""
+    present = {"avx2", "avx512_vnni"}
+    source = tmp_path / "ggml_cpu.c"
+    source.write_text("".join(f"int ggml_cpu_has_{name}(void) {{ return {int(name in present)}; }}\n"
+                              for name in CPU_BACKEND_FEATURES))
+    (tmp_path / "lib").mkdir()
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "lib" / "libggml-cpu.so"), str(source)],
+                   check=True)
+    features = cpu_backend_features(tmp_path / "bin")
+    assert features == {name: name in present for name in CPU_BACKEND_FEATURES}
+    assert cpu_backend_features(tmp_path) is None  # nothing beside it, nor in its ../lib
