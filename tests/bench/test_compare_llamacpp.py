@@ -63,7 +63,7 @@ def test_llama_bench_markdown_is_read_as_printed():
     assert (run.model_type, run.file_type, run.size, run.params, run.backend, run.threads) == (
         "qwen2 1B Q8_0", "Q8_0", "500.79 MiB", "494.03 M", "CPU", 1)
     assert (run.rate("pp16"), run.tests["pp16"].stddev, run.rate("tg4")) == (98.03, 2.27, 34.76)
-    assert (run.build_commit, run.build_number) == ("0c1e570", 1)
+    assert (run.build_commit, run.build_number, run.param_count) == ("0c1e570", 1, 494.03e6)
     with pytest.raises(CompareLlamaCppError, match="no tg128 row for m.q8_0.gguf"):
         run.rate("tg128")
 
@@ -115,6 +115,8 @@ def test_each_precision_runs_llama_bench_and_the_engine_on_the_same_threads(llam
     out = capsys.readouterr().out
     assert "batch-1 decode (tg4), tok/s" in out and "prompt processing (pp16), tok/s" in out
     assert "52.7 (Q4_0)" in out
+    # The captured outputs are of the qwen2.5-0.5b shape, the engine's model the tiny default.
+    assert "warning: m.q8_0.gguf holds 494.03 M parameters and the checkpoint 5.58 M: not the same weights" in out
     figures = render_document(f"<!-- figures:compare-llamacpp {results.name} -->\n<!-- /figures -->", tmp_path)
     assert "| int8 | " in figures and " | 98.0 (Q8_0) | " in figures
 

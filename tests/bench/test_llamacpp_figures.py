@@ -29,7 +29,8 @@ def comparison(folder: Path, name: str, machine: dict, precisions: dict) -> str:
         "precisions": precisions})
 
 
-EPYC_PRECISIONS = {"bfloat16": sides(21.5, 38.4, 300.0, 250.0, "BF16"), "int4": sides(47.9, 107.3, 200.0, 400.0, "Q4_0")}
+EPYC_PRECISIONS = {"bfloat16": sides(21.5, 38.4, 300.0, 250.0, "BF16"),
+                   "int4": sides(47.9, 107.3, 200.0, 400.0, "Q4_0")}
 
 
 def test_a_comparison_file_is_a_table_per_measure(tmp_path):

@@ -18,6 +18,7 @@ from autoglm.bench.llamacpp.inputs import CompareLlamaCppError
 _BUILD = re.compile(r"^build: (?P<commit>\S+) \((?P<number>\d+)\)$", re.MULTILINE)
 _RATE = re.compile(r"^(?P<mean>\d+(?:\.\d+)?) ± (?P<stddev>\d+(?:\.\d+)?)$")
 _COLUMNS = ("model", "size", "params", "backend", "threads", "test", "t/s")
+_PARAMS_UNITS = {"M": 1e6, "B": 1e9}  # llama-bench writes "494.03 M" or "1.24 B"
 # ggml's CPU backend says through ggml_cpu_has_<feature>() which instruction sets it was compiled for.
 CPU_BACKEND_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16",
                         "amx_int8")
@@ -52,6 +53,12 @@ class LlamaBenchRun:
     @property
     def file_type(self) -> str:
         return self.model_type.rsplit(" ", 1)[-1]
+
+    @property
+    def param_count(self) -> float:
+        """Parameters as printed, to two decimals of millions or billions."""
+        number, unit = self.params.split()
+        return float(number) * _PARAMS_UNITS[unit]
 
     def rate(self, test: str) -> float:
         if test not in self.tests:

@@ -19,9 +19,12 @@ from autoglm.bench.lib.engine_run import bench_llm, decode_weight_format, prompt
 from autoglm.bench.llamacpp.inputs import CompareLlamaCppError
 from autoglm.bench.llamacpp.llama_bench import LlamaBenchRun, run_llama_bench
 from autoglm.bench.llamacpp.precisions import PRECISIONS, Precision
+from autoglm.bench.results.roofline import count_weights
 from autoglm.config import AutoGLMConfig
+from autoglm.model_paths import resolve_model_path
 
 DECODE_PROMPT_TOKENS = 8  # llama-bench's tg starts from an empty context; the engine's request needs a prompt
+PARAMS_TOLERANCE = 0.01  # llama-bench prints parameters to two decimals of millions or billions
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,21 @@ def engine_side(settings: CompareSettings, precision: Precision) -> EngineSide:
     return side
 
 
+def warn_of_other_weights(run: LlamaBenchRun, checkpoint_params: int) -> None:
+    """A GGUF whose parameter count differs from the checkpoint's (beyond llama-bench's rounding) holds another
+    model: the comparison runs, saying so."""
+    if abs(run.param_count / checkpoint_params - 1) > PARAMS_TOLERANCE:
+        print(f"warning: {run.gguf} holds {run.params} parameters and the checkpoint "
+              f"{checkpoint_params / 1e6:,.2f} M: not the same weights, so the two sides are not comparable",
+              flush=True)
+
+
 def run_comparison(settings: CompareSettings) -> list[PrecisionComparison]:
     precisions = [PRECISIONS[name] for name in settings.ggufs]
     llama_cpp = [llama_cpp_side(settings, precision) for precision in precisions]
+    checkpoint_params = count_weights(resolve_model_path(settings.config.model)).total_params
+    for run in llama_cpp:
+        warn_of_other_weights(run, checkpoint_params)
     return [PrecisionComparison(precision, run, engine_side(settings, precision), settings.prompt_test,
                                 settings.decode_test)
             for precision, run in zip(precisions, llama_cpp)]
