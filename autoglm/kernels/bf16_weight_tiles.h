@@ -5,7 +5,7 @@
 // `zero`, `load` (floats), `load_bf16` (bfloat16 widened to float32: exact, a bfloat16 is the top
 // half of a float32), `fmadd` and `sum`. No #include here: the including file has them all.
 
-constexpr int64_t kPrefetchAhead = 512;  // weights, in elements: keeps more DRAM reads in flight
+constexpr int64_t kPrefetchAhead = 512;  // weights, in elements: keeps more DRAM reads in flight for 4 rows at once
 constexpr int64_t kCols = 4;  // weight rows multiplied together for many rows of x: 4 x 4 sums per weight load
 // Below this many rows of x, one weight row at a time: each thread reads its share of the weights front to
 // back, one stream for the hardware prefetcher (see bf16_dot_linear.cpp). The sums are the same either way.
@@ -20,7 +20,7 @@ inline void tile(const float* x, const uint16_t* w, float* y, int64_t m0, int64_
   for (int64_t k = 0; k < K; k += Vec::kWidth) {
     typename Vec::Reg wv[COLS];
     for (int j = 0; j < COLS; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (n0 + j) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      if (COLS > 1) _mm_prefetch(reinterpret_cast<const char*>(w + (n0 + j) * K + k + kPrefetchAhead), _MM_HINT_T0);
       wv[j] = Vec::load_bf16(w + (n0 + j) * K + k);
     }
     for (int i = 0; i < ROWS; ++i) {
