@@ -151,15 +151,18 @@ void tile(const Problem& p, Out* y, int64_t m0, int64_t n0) {
   for (int j = 0; j < COLS; ++j) {
     const int64_t n = n0 + j;
     w_cols[j] = {static_cast<const uint8_t*>(p.w.packed) + n / kColTile * kColTile * p.weight_row_bytes, n % kColTile};
-    w_scales[j] = static_cast<const uint16_t*>(p.w.scales) + (n0 + j) * p.groups;
+    w_scales[j] = static_cast<const uint16_t*>(p.w.scales) + n * p.groups;
   }
   __m512 sums[ROWS][COLS];
   for (int i = 0; i < ROWS; ++i)
     for (int j = 0; j < COLS; ++j) sums[i][j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < p.x.blocks; ++b) {
-    __m512i dots[ROWS][COLS];
-    for (int i = 0; i < ROWS; ++i)
-      for (int j = 0; j < COLS; ++j) dots[i][j] = _mm512_setzero_si512();
+    __m512i dots[ROWS][COLS];  // start from minus the offset times the group's activations
+    for (int i = 0; i < ROWS; ++i) {
+      const int32_t* neg = p.x.neg_sums + ((m0 + i) * p.x.blocks + b) * 16;
+      const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(neg), static_cast<unsigned>(p.shift));
+      for (int j = 0; j < COLS; ++j) dots[i][j] = offset;
+    }
     for (int64_t chunk = b * chunks_per_block; chunk < (b + 1) * chunks_per_block; ++chunk) {
       __m512i wv[COLS];
       for (int j = 0; j < COLS; ++j) wv[j] = weight_chunk<BITS>(w_cols[j], chunk, cols);
@@ -168,17 +171,9 @@ void tile(const Problem& p, Out* y, int64_t m0, int64_t n0) {
         for (int j = 0; j < COLS; ++j) dot_add(dots[i][j], wv[j], xv);
       }
     }
-    __m512i offsets[ROWS];  // minus the offset times the group's activations
-    for (int i = 0; i < ROWS; ++i) {
-      const int32_t* neg = p.x.neg_sums + ((m0 + i) * p.x.blocks + b) * 16;
-      offsets[i] = _mm512_slli_epi32(_mm512_loadu_si512(neg), static_cast<unsigned>(p.shift));
-    }
     for (int j = 0; j < COLS; ++j) {
       const __m512 scale = scale_lanes(w_scales[j], b, pairs);
-      for (int i = 0; i < ROWS; ++i) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dots[i][j], offsets[i]));
-        sums[i][j] = _mm512_fmadd_ps(dot, scale, sums[i][j]);
-      }
+      for (int i = 0; i < ROWS; ++i) sums[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[i][j]), scale, sums[i][j]);
     }
   }
   const int64_t N = p.w.out_features;
