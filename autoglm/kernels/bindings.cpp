@@ -75,6 +75,7 @@ at::Tensor linear_bf16_dot(at::Tensor x, at::Tensor w, std::optional<at::Tensor>
 // ---- int8/int4 weights, int8 activations ----
 
 constexpr int64_t kIntA8ColumnBlock = 16;  // output columns per task of the thread pool
+constexpr int64_t kIntA8QuantizeRows = 16;  // rows quantized per task: a prompt's, in parallel
 
 // Columns [n_begin, n_end) alone where n_end >= 0 (the others zero, one thread): what the native decode
 // step asks of each thread, and how tests check that any range computes what the whole product does.
@@ -102,11 +103,18 @@ at::Tensor linear_int_a8(at::Tensor x, at::Tensor packed, at::Tensor scales, std
   x = x.contiguous();
   auto workspace = at::empty({kernels::int8_rows_workspace_bytes(M, K, group)}, x.options().dtype(at::kByte));
   kernels::Int8Rows rows = kernels::int8_rows_in(workspace.data_ptr(), M, K, group);
-  if (x.scalar_type() == at::kFloat) {
-    kernels::quantize_rows(x.data_ptr<float>(), rows);
-  } else {
-    kernels::quantize_rows(bf16_bits(x), rows);
-  }
+  at::parallel_for(0, M, kIntA8QuantizeRows, [&](int64_t begin, int64_t end) {
+    kernels::Int8Rows part = rows;  // rows [begin, end) of the workspace
+    part.q += begin * K;
+    part.scale += begin;
+    part.neg_sums += begin * rows.blocks * 16;
+    part.rows = end - begin;
+    if (x.scalar_type() == at::kFloat) {
+      kernels::quantize_rows(x.data_ptr<float>() + begin * K, part);
+    } else {
+      kernels::quantize_rows(bf16_bits(x) + begin * K, part);
+    }
+  });
   const kernels::IntWeights w{packed.data_ptr(), scales.data_ptr(), N, K, group, bits};
   const float* bias_data = bias32.defined() ? bias32.data_ptr<float>() : nullptr;
   auto columns = [&](const at::Tensor& y, int64_t begin, int64_t end) {

@@ -40,7 +40,9 @@ namespace {
 constexpr int64_t kChunk = 64;      // activations (and weights) per vpdpbusd
 constexpr int64_t kAlign = 64;
 constexpr int64_t kRowBlock = 32;   // rows whose activations stay in cache while a column block passes
-constexpr int64_t kRowTile = 4;     // rows multiplied by each weight vector loaded
+// Rows multiplied by each weight vector loaded: 4, or 2 for groups of 32, whose per-chunk float sums would
+// not fit the registers beside 4 rows' integer ones.
+constexpr int kRowTile = 4, kPairsRowTile = 2;
 constexpr int64_t kColTile = 4;     // weight columns interleaved in the layout, streamed together
 
 int64_t block_width(int64_t group) { return group == 32 ? kChunk : group; }
@@ -184,22 +186,33 @@ void tile(const Problem& p, Out* y, int64_t m0, int64_t n0) {
     }
 }
 
-template <int BITS, int COLS, typename Out>
+template <int BITS, int ROW_TILE, int COLS, typename Out>
 void rows_of(const Problem& p, Out* y, int64_t m_begin, int64_t m_end, int64_t n0) {
   int64_t m = m_begin;
-  for (; m + kRowTile <= m_end; m += kRowTile) tile<BITS, kRowTile, COLS>(p, y, m, n0);
-  for (; m + 2 <= m_end; m += 2) tile<BITS, 2, COLS>(p, y, m, n0);
+  for (; m + ROW_TILE <= m_end; m += ROW_TILE) tile<BITS, ROW_TILE, COLS>(p, y, m, n0);
+  if constexpr (ROW_TILE > 2) {
+    for (; m + 2 <= m_end; m += 2) tile<BITS, 2, COLS>(p, y, m, n0);
+  }
   for (; m < m_end; ++m) tile<BITS, 1, COLS>(p, y, m, n0);
 }
 
-template <int BITS, typename Out>
+template <int BITS, int ROW_TILE, typename Out>
 void run(const Problem& p, Out* y, int64_t n_begin, int64_t n_end) {
   for (int64_t m0 = 0; m0 < p.x.rows; m0 += kRowBlock) {
     const int64_t m1 = std::min(p.x.rows, m0 + kRowBlock);
     int64_t n = n_begin;
-    for (; n < n_end && n % kColTile; ++n) rows_of<BITS, 1>(p, y, m0, m1, n);
-    for (; n + kColTile <= n_end; n += kColTile) rows_of<BITS, kColTile>(p, y, m0, m1, n);
-    for (; n < n_end; ++n) rows_of<BITS, 1>(p, y, m0, m1, n);
+    for (; n < n_end && n % kColTile; ++n) rows_of<BITS, ROW_TILE, 1>(p, y, m0, m1, n);
+    for (; n + kColTile <= n_end; n += kColTile) rows_of<BITS, ROW_TILE, kColTile>(p, y, m0, m1, n);
+    for (; n < n_end; ++n) rows_of<BITS, ROW_TILE, 1>(p, y, m0, m1, n);
+  }
+}
+
+template <int BITS, typename Out>
+void run_bits(const Problem& p, Out* y, int64_t n_begin, int64_t n_end) {
+  if (p.w.group == 32) {
+    run<BITS, kPairsRowTile>(p, y, n_begin, n_end);
+  } else {
+    run<BITS, kRowTile>(p, y, n_begin, n_end);
   }
 }
 
@@ -208,9 +221,9 @@ void linear_columns(const kernels::Int8Rows& x, const kernels::IntWeights& w, co
                     int64_t n_begin, int64_t n_end) {
   const Problem p{x, w, bias, w.in_features * w.bits / 8, w.in_features / w.group, w.bits == 8 ? 7 : 3};
   if (w.bits == 8) {
-    run<8>(p, y, n_begin, n_end);
+    run_bits<8>(p, y, n_begin, n_end);
   } else {
-    run<4>(p, y, n_begin, n_end);
+    run_bits<4>(p, y, n_begin, n_end);
   }
 }
 
