@@ -23,9 +23,6 @@
 // computed the same way whatever the rows and columns asked together.
 #include "cpu_kernels.h"
 
-
-
-
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
