@@ -5,11 +5,13 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
 from autoglm.cli.main import main
 from autoglm.models import ModelConfig
 from autoglm.models.linear_method import WeightQuantization
+from autoglm.models.linear_method.int_activation_weights import quantize_activations
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.quantize.report import dequantized_copy
 from tests.tiny_models import TOKENIZER_TEXT, make_tiny_checkpoint
@@ -58,3 +60,16 @@ def test_bad_input_is_named(model_dir, tmp_path, capsys) -> None:
                  "--group-size", "48"]) == 2
     assert "layer 'model.layers.0.self_attn.q_proj': quantization group size 48 does not divide" in \
         capsys.readouterr().err
+
+
+def test_the_w8a8_reference_rounds_each_quantized_layers_input_to_int8_per_token(model_dir) -> None:
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    weights_only = dequantized_copy(model, WeightQuantization.from_settings("int8"))
+    with_activations = dequantized_copy(model, WeightQuantization.from_settings("w8a8"))
+    x = torch.randn(3, model.config.hidden_size)
+    projection = with_activations.model.layers[0].mlp.gate_proj
+    q, scale = quantize_activations(x)
+    with torch.no_grad():
+        assert torch.equal(projection(x), F.linear(q * scale, projection.weight))
+        assert torch.equal(projection.weight, weights_only.model.layers[0].mlp.gate_proj.weight)
+        assert not torch.equal(projection(x), weights_only.model.layers[0].mlp.gate_proj(x))

@@ -2,11 +2,13 @@
 //
 // The only file that includes torch's headers, and only those it needs: <torch/extension.h> (all of
 // torch's C++ API) tripled this file's compile time, most of a build's. A kernel this CPU cannot run
-// is not compiled (AUTOGLM_KERNELS_AVX512 and AUTOGLM_KERNELS_AVX512_BF16 name what
-// was; autoglm/kernels/cpu_kernel_sources.py), and its Python function then says so when called.
+// is not compiled (AUTOGLM_KERNELS_AVX512, AUTOGLM_KERNELS_AVX512_BF16 and AUTOGLM_KERNELS_AVX512_VNNI
+// name what was; autoglm/kernels/cpu_kernel_sources.py), and its Python function then says so when called.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/utils/pybind.h>
@@ -71,6 +73,75 @@ at::Tensor linear_bf16_dot(at::Tensor x, at::Tensor w, std::optional<at::Tensor>
   return y;
 #else
   not_built("linear_bf16_dot", "avx512f, avx512bw and avx512_bf16");
+#endif
+}
+
+// ---- int8/int4 weights, int8 activations ----
+
+constexpr int64_t kIntA8ColumnBlock = 16;  // output columns per task of the thread pool
+constexpr int64_t kIntA8QuantizeRows = 16;  // rows quantized per task: a prompt's, in parallel
+
+// Columns [n_begin, n_end) alone where n_end >= 0 (the others zero, one thread): what the native decode
+// step asks of each thread, and how tests check that any range computes what the whole product does.
+at::Tensor linear_int_a8(at::Tensor x, at::Tensor packed, at::Tensor scales, std::optional<at::Tensor> bias,
+                         int64_t bits, int64_t group, int64_t n_begin, int64_t n_end) {
+#ifdef AUTOGLM_KERNELS_AVX512_VNNI
+  TORCH_CHECK(x.dim() == 2 && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16),
+              "x must be a 2-D float32 or bfloat16 tensor");
+  TORCH_CHECK(bits == 8 || bits == 4, "bits must be 8 or 4, got ", bits);
+  const int64_t M = x.size(0), K = x.size(1), N = scales.size(0);
+  TORCH_CHECK(K % 64 == 0, "in_features must be a multiple of 64, got ", K);
+  TORCH_CHECK(group > 0 && (group == 32 || group % 64 == 0) && K % group == 0,
+              "group must be 32 or a multiple of 64 dividing in_features, got ", group);
+  TORCH_CHECK(scales.dim() == 2 && scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() &&
+                  scales.size(1) == K / group,
+              "scales must be contiguous bfloat16 [out_features, in_features / group]");
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
+                  packed.size(0) == (N + 3) / 4 * 4 && packed.size(1) == K * bits / 8,
+              "packed must be contiguous uint8 [out_features rounded up to 4, in_features * bits / 8]");
+  at::Tensor bias32;
+  if (bias.has_value()) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, "bias must be [out_features]");
+    bias32 = bias->to(at::kFloat).contiguous();
+  }
+  x = x.contiguous();
+  auto workspace = at::empty({kernels::int8_rows_workspace_bytes(M, K, group)}, x.options().dtype(at::kByte));
+  kernels::Int8Rows rows = kernels::int8_rows_in(workspace.data_ptr(), M, K, group);
+  at::parallel_for(0, M, kIntA8QuantizeRows, [&](int64_t begin, int64_t end) {
+    kernels::Int8Rows part = rows;  // rows [begin, end) of the workspace
+    part.q += begin * K;
+    part.scale += begin;
+    part.neg_sums += begin * rows.blocks * 16;
+    part.rows = end - begin;
+    if (x.scalar_type() == at::kFloat) {
+      kernels::quantize_rows(x.data_ptr<float>() + begin * K, part);
+    } else {
+      kernels::quantize_rows(bf16_bits(x) + begin * K, part);
+    }
+  });
+  const kernels::IntWeights w{packed.data_ptr(), scales.data_ptr(), N, K, group, bits};
+  const float* bias_data = bias32.defined() ? bias32.data_ptr<float>() : nullptr;
+  auto columns = [&](const at::Tensor& y, int64_t begin, int64_t end) {
+    if (y.scalar_type() == at::kFloat) {
+      kernels::int_weight_linear_columns(rows, w, bias_data, y.data_ptr<float>(), begin, end);
+    } else {
+      kernels::int_weight_linear_columns(rows, w, bias_data, bf16_bits(y), begin, end);
+    }
+  };
+  if (n_end >= 0) {
+    TORCH_CHECK(0 <= n_begin && n_begin <= n_end && n_end <= N, "columns must lie in [0, out_features]");
+    auto y = at::zeros({M, N}, x.options());
+    columns(y, n_begin, n_end);
+    return y;
+  }
+  auto y = at::empty({M, N}, x.options());
+  const int64_t blocks = (N + kIntA8ColumnBlock - 1) / kIntA8ColumnBlock;
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    columns(y, begin * kIntA8ColumnBlock, std::min(N, end * kIntA8ColumnBlock));
+  });
+  return y;
+#else
+  not_built("linear_int_a8", "avx512f, avx512bw and avx512_vnni");
 #endif
 }
 
@@ -440,6 +511,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear_bf16_weight_avx2", &linear_bf16_weight_avx2, "float32 x times bfloat16 weight (AVX2 + FMA)");
   m.def("linear_bf16_dot", &linear_bf16_dot, "bfloat16 x times bfloat16 weight, float32 sums (AVX512-BF16)",
         pybind11::arg("x"), pybind11::arg("w"), pybind11::arg("bias") = pybind11::none());
+  m.def("linear_int_a8", &linear_int_a8,
+        "int8/int4 weights times activations quantized to int8 per row (AVX512-VNNI)", pybind11::arg("x"),
+        pybind11::arg("packed"), pybind11::arg("scales"), pybind11::arg("bias"), pybind11::arg("bits"),
+        pybind11::arg("group"), pybind11::arg("n_begin") = 0, pybind11::arg("n_end") = -1);
   m.def("paged_decode_attention", &paged_decode_attention, "decode attention read in place from KV blocks");
   m.def("paged_decode_attention_bf16", &paged_decode_attention_bf16,
         "decode attention read in place from bfloat16 KV blocks, float32 sums");

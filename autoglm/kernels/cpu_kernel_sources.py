@@ -14,6 +14,7 @@ from autoglm.kernels.kernel_spec import KernelSpec
 LIBRARY_NAME = "autoglm_cpu_kernels"
 AVX512_FLAGS = ("avx512f", "avx512bw")
 AVX512_BF16_FLAGS = (*AVX512_FLAGS, "avx512_bf16")
+AVX512_VNNI_FLAGS = (*AVX512_FLAGS, "avx512_vnni")
 _FOLDER = Path(__file__).parent
 
 
@@ -36,6 +37,7 @@ SOURCES = (
     KernelSource("silu_and_mul.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
     KernelSource("decode_step.cpp", AVX512_FLAGS, "AUTOGLM_KERNELS_AVX512"),
     KernelSource("bf16_dot_linear.cpp", AVX512_BF16_FLAGS, "AUTOGLM_KERNELS_AVX512_BF16"),
+    KernelSource("int8_activation_linear.cpp", AVX512_VNNI_FLAGS, "AUTOGLM_KERNELS_AVX512_VNNI"),
 )
 HEADERS = ("cpu_kernels.h", "bf16_weight_tiles.h", "exp_avx512.h")
 

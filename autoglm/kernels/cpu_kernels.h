@@ -29,6 +29,36 @@ void bf16_dot_linear_columns(const uint16_t* x, const uint16_t* w, const float* 
 void bf16_weight_linear_avx512_columns(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K, int64_t N,
                                        int64_t n_begin, int64_t n_end);
 
+// int8/int4 weights times activations quantized to int8 per row (int8_activation_linear.cpp). AVX512-VNNI.
+// Activations quantized for the int-weight kernels: symmetric, one scale per row (max|x| / 127), and minus the
+// sums of each group's values, all carved out of one caller-provided workspace (int8_rows_workspace_bytes).
+// cols is a multiple of 64; group is 32 or a multiple of 64 dividing cols.
+struct Int8Rows {
+  int8_t* q;          // [rows, cols]
+  float* scale;       // [rows]
+  int32_t* neg_sums;  // [rows, blocks, 16]: a block is 64 columns for groups of 32, else a group
+  int64_t blocks, group;
+  int64_t rows, cols;
+};
+int64_t int8_rows_workspace_bytes(int64_t rows, int64_t cols, int64_t group);
+Int8Rows int8_rows_in(void* workspace, int64_t rows, int64_t cols, int64_t group);
+void quantize_rows(const uint16_t* x_bf16, Int8Rows& out);  // x [rows, cols] bfloat16 bits
+void quantize_rows(const float* x, Int8Rows& out);
+// packed: uint8 in the layout int8_activation_linear.cpp describes; scales: bfloat16 bits [out, in / group].
+struct IntWeights {
+  const void* packed;
+  const void* scales;
+  int64_t out_features, in_features, group, bits;
+};
+// y[:, n_begin:n_end] = x_q * x_scale @ (w_q * w_scale)^T + bias, summed in float32 (int32 within a group);
+// y [rows, out_features] row-major, bfloat16 bits (rounded to nearest even) or float32; bias float32 [out] or
+// null. Starts no threads: callers run column ranges in parallel, and each element is computed in one order
+// whatever the range and the other rows.
+void int_weight_linear_columns(const Int8Rows& x, const IntWeights& w, const float* bias, uint16_t* y,
+                               int64_t n_begin, int64_t n_end);
+void int_weight_linear_columns(const Int8Rows& x, const IntWeights& w, const float* bias, float* y,
+                               int64_t n_begin, int64_t n_end);
+
 // One query token per sequence against its paged K/V context (paged_decode_attention.cpp). AVX-512.
 struct DecodeAttention {
   const float* q;                // [batch, heads, head_dim]

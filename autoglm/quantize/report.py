@@ -3,7 +3,8 @@
 Per layer: the relative L2 error of the weight, and of the layer's output on calibration text (the
 float model's own activations fed to both weights). Per model: top-1 agreement and mean KL divergence
 of the next-token distributions, float model against its dequantized copy (which the engine's
-int8/int4 methods equal: see tests/models/test_quantization_parity.py), over up to
+int8/int4 methods equal: see tests/models/test_quantization_parity.py; for w8a8/w4a8 the copy's
+quantized layers also round their inputs to int8 per token, as the engine does), over up to
 :data:`AGREEMENT_POSITIONS` positions; and the engine's perplexity on the text before and after.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from autoglm.engine.tokenize import encode_text
 from autoglm.models.linear_method import WeightQuantization
+from autoglm.models.linear_method.int_activation_weights import quantize_activations
 from autoglm.models.linear_method.int_weights import dequantize, quantize
 from autoglm.perplexity import PerplexityResult
 from autoglm.quantize.writer import quantized_linears
@@ -65,6 +67,14 @@ class QuantizationReport:
         return {**asdict(self), **scores, "perplexity_change": self.perplexity_change}
 
 
+def layer_input(x: torch.Tensor, quantization: WeightQuantization) -> torch.Tensor:
+    """What a quantized projection multiplies: ``x``, or for w8a8/w4a8 ``x`` rounded to int8 per token."""
+    if not quantization.int8_activations:
+        return x
+    q, scale = quantize_activations(x)
+    return (q * scale).to(x.dtype)
+
+
 def dequantized_copy(model: PreTrainedModel, quantization: WeightQuantization) -> PreTrainedModel:
     """A copy of ``model`` whose quantized projections hold their dequantized values: the float reference."""
     reference = copy.deepcopy(model)
@@ -73,6 +83,8 @@ def dequantized_copy(model: PreTrainedModel, quantization: WeightQuantization) -
             group_size = quantization.weight_format.group_size_for(module.in_features)
             q, scale = quantize(module.weight, quantization.weight_format, group_size)
             module.weight.copy_(dequantize(q, scale, module.weight.dtype))
+            if quantization.int8_activations:
+                module.register_forward_pre_hook(lambda _, inputs: (layer_input(inputs[0], quantization),))
     return reference
 
 
@@ -92,7 +104,7 @@ def layer_errors(model: PreTrainedModel, reference: PreTrainedModel, quantizatio
 
     def hook(name: str):
         def record(module: nn.Linear, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            quantized_output = F.linear(inputs[0], quantized_weights[name], module.bias)
+            quantized_output = F.linear(layer_input(inputs[0], quantization), quantized_weights[name], module.bias)
             squared[name][0] += float((output.float() - quantized_output.float()).square().sum())
             squared[name][1] += float(output.float().square().sum())
         return record
@@ -140,9 +152,11 @@ def compare_weights(model_dir: str | Path, quantization: WeightQuantization, tok
 
 
 def measure_report(model_dir: Path, out_dir: Path, quantization: WeightQuantization, method: str,
-                   text: str, before: PerplexityResult | None = None) -> QuantizationReport:
+                   text: str, before: PerplexityResult | None = None,
+                   engine_settings: dict[str, Any] | None = None) -> QuantizationReport:
     """The report of ``out_dir``, written from ``model_dir``: perplexities are the engine's, on each checkpoint
-    (``before``, where given, is ``model_dir``'s already measured on ``text``)."""
+    (``before``, where given, is ``model_dir``'s already measured on ``text``; ``engine_settings`` are the
+    engine's for ``out_dir``, e.g. w8a8 quantizing a float checkpoint as it loads)."""
     from transformers import AutoTokenizer
 
     from autoglm.llm import LLM
@@ -153,7 +167,7 @@ def measure_report(model_dir: Path, out_dir: Path, quantization: WeightQuantizat
     window = ModelConfig.from_pretrained(model_dir).max_position_embeddings
     layers, next_tokens = compare_weights(model_dir, quantization, tokenizer, text, window)
     before = before or evaluate_perplexity(LLM(model=str(model_dir)), text)
-    after = evaluate_perplexity(LLM(model=str(out_dir)), text)
+    after = evaluate_perplexity(LLM(model=str(out_dir), **(engine_settings or {})), text)
     return QuantizationReport(method, quantization.weight_format.group_size, quantization.quantize_lm_head,
                               layers, next_tokens, before, after)
 

@@ -26,6 +26,8 @@ def load_messages(caplog, **settings) -> list[str]:
 @pytest.mark.parametrize(("quantization", "weights"), [
     ("int8", "int8 weights (W8A16), quantized as they load"),
     ("int4", "int4 weights in groups of 128 (W4A16), quantized as they load"),
+    ("w8a8", "int8 weights, int8 activations per token (W8A8), quantized as they load"),
+    ("w4a8", "int4 weights in groups of 32, int8 activations per token (W4A8), quantized as they load"),
 ])
 def test_quantized_weights_are_named_by_format_and_count_the_models_parameters(caplog, quantization, weights):
     float_messages = load_messages(caplog)

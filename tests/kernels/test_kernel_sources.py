@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autoglm.kernels.cpu_extension import CPU_KERNELS
-from autoglm.kernels.cpu_kernel_sources import AVX512_BF16_FLAGS, cpu_kernel_spec
+from autoglm.kernels.cpu_kernel_sources import AVX512_BF16_FLAGS, AVX512_VNNI_FLAGS, cpu_kernel_spec
 from autoglm.kernels.toolchain import toolchain_missing
 from autoglm.platforms import CPU_DISABLE_FLAGS_ENV, cpu_has_flags
 from tests.kernels.test_kernel_build import HANG_S, WITH_AUTOGLM
@@ -26,11 +26,13 @@ def test_an_avx2_cpu_compiles_no_avx512_kernel_and_its_bindings_know_it():
     assert not [flag for flag in spec.cflags if flag.startswith("-D")]
 
 
-def test_an_avx512_bf16_cpu_compiles_every_kernel_its_longest_file_first():
-    spec = cpu_kernel_spec(AVX2_CPU | set(AVX512_BF16_FLAGS))
+def test_an_avx512_bf16_and_vnni_cpu_compiles_every_kernel_its_longest_file_first():
+    spec = cpu_kernel_spec(AVX2_CPU | set(AVX512_BF16_FLAGS) | set(AVX512_VNNI_FLAGS))
     assert files(spec)[0] == "bindings.cpp"
     assert sorted(files(spec)) == sorted(path.name for path in Path(spec.sources[0]).parent.glob("*.cpp"))
     assert "-DAUTOGLM_KERNELS_AVX512" in spec.cflags and "-DAUTOGLM_KERNELS_AVX512_BF16" in spec.cflags
+    assert "-DAUTOGLM_KERNELS_AVX512_VNNI" in spec.cflags
+    assert "int8_activation_linear.cpp" not in files(cpu_kernel_spec(AVX2_CPU | set(AVX512_BF16_FLAGS)))
     assert cpu_kernel_spec(AVX2_CPU | {"avx512f", "avx512bw"}).key() not in (spec.key(), cpu_kernel_spec(AVX2_CPU).key())
 
 
@@ -54,7 +56,7 @@ library = build.wait(float(sys.argv[3]))
 x, w = torch.randn(3, 16), torch.randn(5, 16).bfloat16()
 assert torch.allclose(library.linear_bf16_weight_avx2(x, w), x @ w.float().T, atol=1e-5)
 for name in ("linear_bf16_weight_avx512", "paged_decode_attention", "paged_decode_attention_bf16",
-             "paged_decode_attention_int8"):
+             "paged_decode_attention_int8", "linear_int_a8"):
     assert callable(getattr(library, name))
 library.linear_bf16_dot(x.bfloat16(), w)
 """

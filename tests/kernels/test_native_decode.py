@@ -76,3 +76,12 @@ def test_steps_of_more_sequences_than_the_limit_run_layer_by_layer(checkpoints, 
 def test_an_int8_kv_cache_runs_layer_by_layer(checkpoints, native_calls, cpu_kernels):
     generate(checkpoints["llama"], rows=64, kv_cache_dtype="int8")
     assert native_calls["native"] == 0
+
+
+@pytest.mark.skipif(not cpu_has_flags("avx512_vnni"), reason="the int8-activation kernel needs avx512_vnni")
+@pytest.mark.parametrize("quantization", ["w8a8", "w4a8"])
+def test_with_int8_activations_too(checkpoints, native_calls, cpu_kernels, quantization):
+    settings = {"quantization": quantization, "quantize_lm_head": True}
+    native = generate(checkpoints["qwen2"], rows=64, **settings)
+    assert native_calls["native"] > 0
+    assert generate(checkpoints["qwen2"], rows=0, **settings) == native

@@ -8,7 +8,8 @@ from autoglm.bench.quant_memory.report import MEMORY_HEADER, memory_rows
 from autoglm.bench.results.formats import markdown_table
 from autoglm.bench.results.results_files import ResultsFile
 
-WEIGHT_NAMES = {"int8": "int8 (per channel)", "int4": "int4 (groups of {group_size})"}
+WEIGHT_NAMES = {"int8": "int8 (per channel)", "int4": "int4 (groups of {group_size})",
+                "w8a8": "w8a8: int8 (per channel), int8 activations", "w4a8": "w4a8: int4 (groups of {group_size}), int8 activations"}
 
 
 def quant_accuracy(accuracy: ResultsFile) -> str:

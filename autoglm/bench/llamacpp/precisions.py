@@ -17,6 +17,6 @@ class Precision:
 
 PRECISIONS: dict[str, Precision] = {precision.name: precision for precision in (
     Precision("bfloat16", "BF16", {"quantization": "none", "quantize_lm_head": False}),
-    Precision("int8", "Q8_0", {"quantization": "int8", "quantize_lm_head": True}),
-    Precision("int4", "Q4_0", {"quantization": "int4", "quantize_lm_head": True}),
+    Precision("int8", "Q8_0", {"quantization": "w8a8", "quantize_lm_head": True}),
+    Precision("int4", "Q4_0", {"quantization": "w4a8", "quantize_lm_head": True}),
 )}

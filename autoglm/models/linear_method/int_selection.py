@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import torch
 
 from autoglm.models.linear_method.compressed_tensors import CompressedTensorsLinearMethod
+from autoglm.models.linear_method.int_activation_method import Int8ActivationLinearMethod
+from autoglm.models.linear_method.int_activation_weights import KERNEL_COLUMN_MULTIPLE
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
 from autoglm.models.linear_method.selection import LinearMethods
@@ -13,7 +15,11 @@ from autoglm.models.model_config import ModelConfig
 
 
 INT4_DEFAULT_GROUP_SIZE = 128
-QUANTIZATION_METHODS = ("none", "int8", "int4")
+W4A8_DEFAULT_GROUP_SIZE = 32  # llama.cpp's Q4_0
+# Weights only (W8A16, W4A16), or with activations quantized to int8 per token (W8A8, W4A8).
+WEIGHT_BITS = {"int8": 8, "int4": 4, "w8a8": 8, "w4a8": 4}
+INT8_ACTIVATION_METHODS = ("w8a8", "w4a8")
+QUANTIZATION_METHODS = ("none", *WEIGHT_BITS)
 
 
 @dataclass(frozen=True)
@@ -22,19 +28,24 @@ class WeightQuantization:
 
     weight_format: IntWeightFormat
     quantize_lm_head: bool = False
+    int8_activations: bool = False
 
     @classmethod
     def from_settings(cls, method: str, group_size: int | None = None,
                       quantize_lm_head: bool = False) -> WeightQuantization | None:
-        """None for ``none``; int8 is per output channel and int4 groups of 128 unless ``group_size`` is given."""
+        """None for ``none``; int8 and w8a8 are per output channel, int4 groups of 128 and w4a8 of 32 unless
+        ``group_size`` is given (for w8a8/w4a8: 32 or a multiple of 64, what their kernel sums in one pass)."""
         if method not in QUANTIZATION_METHODS:
             raise ValueError(f"unknown quantization method {method!r}; choose one of: {', '.join(QUANTIZATION_METHODS)}")
         if method == "none":
             return None
-        bits = int(method.removeprefix("int"))
+        bits, int8_activations = WEIGHT_BITS[method], method in INT8_ACTIVATION_METHODS
+        if int8_activations and group_size is not None and group_size != 32 and group_size % KERNEL_COLUMN_MULTIPLE:
+            raise ValueError(f"quantization_group_size {group_size} does not suit {method}: its int8-activation "
+                             f"kernel takes groups of 32 or a multiple of {KERNEL_COLUMN_MULTIPLE} (32, 64, 128, ...)")
         if bits == 4 and group_size is None:
-            group_size = INT4_DEFAULT_GROUP_SIZE
-        return cls(IntWeightFormat(bits, group_size), quantize_lm_head)
+            group_size = W4A8_DEFAULT_GROUP_SIZE if int8_activations else INT4_DEFAULT_GROUP_SIZE
+        return cls(IntWeightFormat(bits, group_size), quantize_lm_head, int8_activations)
 
 
 def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requested: WeightQuantization | None,
@@ -48,6 +59,10 @@ def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requeste
     fused_dtype = requested_dtype if dtype == torch.float32 and requested_dtype != dtype else None
     stored = model_config.quantization
     if stored is not None:
+        if requested is not None and requested.int8_activations:
+            raise ValueError(f"the checkpoint is already quantized to {stored.weight_format.bits}-bit weights "
+                             f"(W{stored.weight_format.bits}A16); w8a8 and w4a8 quantize a float checkpoint as it "
+                             f"loads: set quantization to none (or int{stored.weight_format.bits}) to load it")
         if requested is not None and requested.weight_format.bits != stored.weight_format.bits:
             raise ValueError(
                 f"the checkpoint is already quantized to {stored.weight_format.bits}-bit weights; set quantization "
@@ -60,5 +75,8 @@ def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requeste
         return LinearMethods(layers, layers if stored.quantize_lm_head else methods.lm_head)
     if requested is None:
         return methods
-    layers = QuantizeAtLoadLinearMethod(requested.weight_format, fused_dtype)
+    if requested.int8_activations:
+        layers = Int8ActivationLinearMethod(requested.weight_format)
+    else:
+        layers = QuantizeAtLoadLinearMethod(requested.weight_format, fused_dtype)
     return LinearMethods(layers, layers if requested.quantize_lm_head else methods.lm_head)

@@ -41,6 +41,14 @@ QUANTIZED_SHAPE = "quantized_shape"
 DEQUANTIZE_PATH = "dequantize"
 
 
+def remove_loaded_tensors(layer: nn.Module) -> None:
+    """Drop what a method loaded into ``layer`` before its integer weights replace it (a tied LM head's
+    ``weight`` is the embedding's: removing it from the head leaves the embedding's)."""
+    for name in _LOADED_TENSORS:
+        if hasattr(layer, name):
+            delattr(layer, name)
+
+
 class IntKernel(Enum):
     INT8_FUSED = "torch._weight_int8pack_mm, dequantize above a few rows"
     INT4_FUSED = "torch._weight_int4pack_mm_for_cpu"
@@ -66,13 +74,8 @@ class IntWeightLinearMethod(LinearMethodBase):
         self.fused_dtype = fused_dtype
 
     def install(self, layer: nn.Module, q: torch.Tensor, scale: torch.Tensor) -> None:
-        """Replace what was loaded by ``q [out, in]`` (int8) and ``scale [out, groups]`` in this device's kernel layout.
-
-        A tied LM head's ``weight`` is the embedding's: removing it from the head leaves the embedding's.
-        """
-        for name in _LOADED_TENSORS:
-            if hasattr(layer, name):
-                delattr(layer, name)
+        """Replace what was loaded by ``q [out, in]`` (int8) and ``scale [out, groups]`` in this device's kernel layout."""
+        remove_loaded_tensors(layer)
         group_size = q.shape[1] // scale.shape[1]
         setattr(layer, QUANTIZED_SHAPE, q.shape)
         layer.int_kernel = kernel_for(self.weight_format, q.device, group_size, q.shape[1])
