@@ -93,8 +93,8 @@ def test_each_precision_runs_llama_bench_and_the_engine_on_the_same_threads(llam
     assert document["machine"]["cpu_count"] and document["llama_cpp"]["build_commit"] == "0c1e570"
     assert document["llama_cpp"]["cpu_backend_features"] is None  # no libggml-cpu.so beside the fake
     assert list(document["precisions"]) == ["bfloat16", "int8", "int4"]
-    expected = {"bfloat16": ("BF16", 22.80, 111.29, "none"), "int8": ("Q8_0", 34.76, 98.03, "int8"),
-                "int4": ("Q4_0", 52.66, 152.50, "int4")}
+    expected = {"bfloat16": ("BF16", 22.80, 111.29, "none"), "int8": ("Q8_0", 34.76, 98.03, "w8a8"),
+                "int4": ("Q4_0", 52.66, 152.50, "w4a8")}
     for name, (file_type, decode, prompt, quantization) in expected.items():
         sides = document["precisions"][name]
         llama = sides["llama_cpp"]
