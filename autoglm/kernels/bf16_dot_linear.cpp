@@ -24,8 +24,7 @@ namespace {
 // Weight rows multiplied together once x has kMinRowsForBlocks rows: each weight vector then feeds 4 x 4 sums,
 // enough arithmetic per byte for prompts. Below it one weight row at a time: a thread then reads its
 // share of the weights front to back, a single stream the hardware prefetcher follows at full speed
-// (interleaving 4 rows' streams halved the bandwidth of a batch-1 step, 21 against 38 GB/s on a 2-core
-// AMD EPYC). Every (row, column) sum is the same chain of `vdpbf16ps` either way.
+// (interleaving 4 rows' streams read at about half the rate at batch 1 on a 2-core AMD EPYC). Every (row, column) sum is the same chain of `vdpbf16ps` either way.
 constexpr int64_t kCols = 4;
 constexpr int64_t kMinRowsForBlocks = 16;
 

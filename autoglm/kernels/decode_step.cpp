@@ -117,17 +117,24 @@ void prepare_input(const StepLinear& linear, const T* x, int64_t rows, void* qua
 #endif
 }
 
-// Columns [n_begin, n_end) of y [rows, out] = x W^T + b with the projection's kernel.
-void linear_columns(const StepLinear& l, const uint16_t* x, const void* quantized, uint16_t* y, int64_t rows,
-                    int64_t n_begin, int64_t n_end) {
+// An int-a8 projection's columns from the activations prepare_input quantized; false for any other kind.
+template <typename T>
+bool int_a8_columns(const StepLinear& l, const void* quantized, T* y, int64_t rows, int64_t n_begin, int64_t n_end) {
 #ifdef AUTOGLM_KERNELS_AVX512_VNNI
   if (l.kind == LinearKind::kIntA8) {
     const kernels::Int8Rows q = kernels::int8_rows_in(const_cast<void*>(quantized), rows, l.in_features, l.group);
     kernels::int_weight_linear_columns(q, {l.weight, l.scales, l.out_features, l.in_features, l.group, l.bits},
                                        l.bias, y, n_begin, n_end);
-    return;
+    return true;
   }
 #endif
+  return false;
+}
+
+// Columns [n_begin, n_end) of y [rows, out] = x W^T + b with the projection's kernel.
+void linear_columns(const StepLinear& l, const uint16_t* x, const void* quantized, uint16_t* y, int64_t rows,
+                    int64_t n_begin, int64_t n_end) {
+  if (int_a8_columns(l, quantized, y, rows, n_begin, n_end)) return;
 #ifdef AUTOGLM_KERNELS_AVX512_BF16
   kernels::bf16_dot_linear_columns(x, static_cast<const uint16_t*>(l.weight), l.bias, y, rows, l.in_features,
                                    l.out_features, n_begin, n_end);
@@ -136,14 +143,7 @@ void linear_columns(const StepLinear& l, const uint16_t* x, const void* quantize
 
 void linear_columns(const StepLinear& l, const float* x, const void* quantized, float* y, int64_t rows,
                     int64_t n_begin, int64_t n_end) {
-#ifdef AUTOGLM_KERNELS_AVX512_VNNI
-  if (l.kind == LinearKind::kIntA8) {
-    const kernels::Int8Rows q = kernels::int8_rows_in(const_cast<void*>(quantized), rows, l.in_features, l.group);
-    kernels::int_weight_linear_columns(q, {l.weight, l.scales, l.out_features, l.in_features, l.group, l.bits},
-                                       l.bias, y, n_begin, n_end);
-    return;
-  }
-#endif
+  if (int_a8_columns(l, quantized, y, rows, n_begin, n_end)) return;
   kernels::bf16_weight_linear_avx512_columns(x, static_cast<const uint16_t*>(l.weight), y, rows, l.in_features,
                                              l.out_features, n_begin, n_end);
   if (l.bias != nullptr) {  // added after the product, as `y + bias` is in the layer-by-layer forward

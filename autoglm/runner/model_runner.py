@@ -53,7 +53,10 @@ class ModelRunner:
         return self.forward_context.backend
 
     def enable_profiling(self, profiler: StepProfiler) -> None:
-        """Time this runner's phases, and attention and linear layers inside the forward."""
+        """Time this runner's phases, and attention and linear layers inside the forward: every step then runs
+        layer by layer, since the native decode step has no layers to time."""
+        if hasattr(self.model, "enable_native_decode"):
+            self.model.enable_native_decode(0)
         profiler.attach(self.model, {Attention: ATTENTION, Linear: LINEAR})
         profiler.count_linear_paths(self.model)
         self.profiler = profiler

@@ -42,7 +42,7 @@ def _run(args: argparse.Namespace, executable: Path, ggufs: dict[str, Path]) -> 
     return 0
 
 
-def add_compare_llamacpp_command(subparsers) -> None:
+def add_llamacpp_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare-llamacpp", help="batch-1 decode and prompt processing against llama.cpp's llama-bench, per precision")
     parser.add_argument("--llama-cpp-bin", type=Path, required=True, metavar="DIR",
