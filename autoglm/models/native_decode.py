@@ -13,7 +13,7 @@ runner binds another KV cache.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,9 +22,6 @@ from autoglm.distributed.parallel_state import tp_size
 from autoglm.kernels.cpu_extension import cpu_kernels
 from autoglm.models.layers import RMSNorm
 from autoglm.models.linear_method.base import NativeLinear
-
-if TYPE_CHECKING:
-    from autoglm.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +32,9 @@ NORMS = {"input_norm": "input_layernorm", "post_attention_norm": "post_attention
 
 
 class NativeDecodeStep:
-    """Runs a :class:`DecoderForCausalLM`'s decode steps of at most ``max_rows`` sequences natively where it can."""
+    """Runs a ``DecoderForCausalLM``'s decode steps of at most ``max_rows`` sequences natively where it can."""
 
-    def __init__(self, model: DecoderForCausalLM, max_rows: int) -> None:
+    def __init__(self, model: nn.Module, max_rows: int) -> None:
         self.model = model
         self.max_rows = max_rows
         self._step: Any = None

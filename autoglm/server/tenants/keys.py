@@ -18,8 +18,9 @@ def generate_key() -> str:
 
 
 def generate_key_id() -> str:
-    """A short public name for a key, to list and revoke it by; it reveals nothing of the key."""
-    return secrets.token_hex(4)
+    """A short public name for a key, to list and revoke it by; it reveals nothing of the key. It starts
+    with a letter: eight hex digits alone may read as a number in YAML (``12345678``, ``1e100000``)."""
+    return "k-" + secrets.token_hex(4)
 
 
 def hash_key(key: str) -> str:
