@@ -36,3 +36,60 @@ GLM4_9B_CHAT_TEMPLATE = (
     "{% if item['content'] %}<|{{ item['role'] }}|>{{ item['metadata'] }}\n{{ item['content'] }}{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+
+# GLM-4.5/4.6's layout, cut down (the tools by name only): a call is <tool_call>NAME, then each
+# argument as <arg_key>/<arg_value> lines (non-string values as JSON), then </tool_call>; every
+# assistant turn opens with <think>...</think>, holding its reasoning only after the last user turn;
+# enable_thinking false closes the thinking in the generation prompt.
+GLM45_TEMPLATE = (
+    "[gMASK]<sop>{% if tools %}<|system|>\n# Tools{% for tool in tools %}{{ '\\n' + tool.function.name }}{% endfor %}"
+    "{{ '\\nCall one as <tool_call>name\\n<arg_key>key</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>' }}"
+    "{% endif %}"
+    "{% set ns = namespace(last_user=-1) %}{% for m in messages %}"
+    "{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}"
+    "{% for m in messages %}{% set content = m.content or '' %}"
+    "{% if m.role == 'user' %}<|user|>\n{{ content }}"
+    "{{ '/nothink' if enable_thinking is defined and not enable_thinking else '' }}"
+    "{% elif m.role == 'assistant' %}<|assistant|>"
+    "{% set reasoning = m.reasoning_content if m.reasoning_content is string else '' %}"
+    "{% if not reasoning and '</think>' in content %}"
+    "{% set reasoning = content.split('</think>')[0].split('<think>')[-1].strip() %}"
+    "{% set content = content.split('</think>')[-1] %}{% endif %}"
+    "{% if loop.index0 > ns.last_user and reasoning %}{{ '\n<think>' + reasoning.strip() + '</think>' }}"
+    "{% else %}{{ '\n<think></think>' }}{% endif %}"
+    "{% if content.strip() %}{{ '\n' + content.strip() }}{% endif %}"
+    "{% for call in m.tool_calls or [] %}{{ '\n<tool_call>' + call.function.name }}"
+    "{% for key, value in call.function.arguments.items() %}"
+    "{{ '\n<arg_key>' + key + '</arg_key>\n<arg_value>' }}{{ value if value is string else value | tojson }}"
+    "{{ '</arg_value>' }}{% endfor %}{{ '\n</tool_call>' }}{% endfor %}"
+    "{% elif m.role == 'tool' %}{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|observation|>"
+    "{% endif %}{{ '\n<tool_response>\n' + content + '\n</tool_response>' }}"
+    "{% elif m.role == 'system' %}<|system|>\n{{ content }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{{ '\n<think></think>' if enable_thinking is defined and not enable_thinking else '' }}{% endif %}"
+)
+
+# GLM-4.7's layout, cut down: the name on the same line as the first <arg_key>, no newlines between
+# tags, a call without arguments written <tool_call>NAME</tool_call>; the generation prompt opens the
+# thinking (<think>), or closes it (</think>) when enable_thinking is false.
+GLM47_TEMPLATE = (
+    "[gMASK]<sop>{% if tools %}<|system|>\n# Tools{% for tool in tools %}{{ '\\n' + tool.function.name }}{% endfor %}"
+    "{{ '\\nCall one as <tool_call>name<arg_key>key</arg_key><arg_value>value</arg_value></tool_call>' }}{% endif %}"
+    "{% set ns = namespace(last_user=-1) %}{% for m in messages %}"
+    "{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}"
+    "{% for m in messages %}{% set content = m.content or '' %}"
+    "{% if m.role == 'user' %}<|user|>{{ content }}"
+    "{% elif m.role == 'assistant' %}<|assistant|>"
+    "{% set reasoning = m.reasoning_content if m.reasoning_content is string else '' %}"
+    "{% if loop.index0 > ns.last_user and reasoning %}{{ '<think>' + reasoning.strip() + '</think>' }}"
+    "{% else %}</think>{% endif %}{{ content.strip() }}"
+    "{% for call in m.tool_calls or [] %}{{ '<tool_call>' + call.function.name }}"
+    "{% for key, value in call.function.arguments.items() %}"
+    "{{ '<arg_key>' + key + '</arg_key><arg_value>' }}{{ value if value is string else value | tojson }}"
+    "{{ '</arg_value>' }}{% endfor %}</tool_call>{% endfor %}"
+    "{% elif m.role == 'tool' %}{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|observation|>"
+    "{% endif %}{{ '<tool_response>' + content + '</tool_response>' }}"
+    "{% elif m.role == 'system' %}<|system|>{{ content }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{{ '</think>' if enable_thinking is defined and not enable_thinking else '<think>' }}{% endif %}"
+)
