@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from autoglm.server.tool_calls.json_scan import scan_json_call
+from autoglm.server.tool_calls.json_scan import json_object_end, scan_json_call
 from autoglm.server.tool_calls.parsed import ParsedOutput, ToolCallText, skip_whitespace
 
 
@@ -14,7 +14,8 @@ class NamedFunctionParser:
         self._name = name
 
     def parse(self, text: str, final: bool) -> ParsedOutput:
-        return ParsedOutput("", [ToolCallText(self._name, text)])
+        complete = json_object_end(text, skip_whitespace(text, 0)) is not None
+        return ParsedOutput("", [ToolCallText(self._name, text, complete)])
 
 
 # A call whose name is written in full, its arguments not yet begun: the grammar writes the name first.

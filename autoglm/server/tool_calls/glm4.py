@@ -2,6 +2,9 @@
 arguments as a JSON object, written where the reply starts."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from autoglm.server.tool_calls.json_scan import json_object_end
 from autoglm.server.tool_calls.parsed import ParsedOutput, ToolCallText, skip_whitespace
 
@@ -10,8 +13,8 @@ class Glm4ToolCallParser:
     """Only a declared tool's name opens a call, so a reply whose first line happens to be followed
     by JSON stays text; the text after the last call is content."""
 
-    def __init__(self, tool_names: list[str]) -> None:
-        self._names = frozenset(tool_names)
+    def __init__(self, tools: Mapping[str, dict[str, Any] | None]) -> None:
+        self._names = frozenset(tools)
 
     def parse(self, text: str, final: bool) -> ParsedOutput:
         calls: list[ToolCallText] = []
@@ -32,7 +35,7 @@ class Glm4ToolCallParser:
             if not text.startswith("{", arguments_start):
                 break
             arguments_end = json_object_end(text, arguments_start)
-            calls.append(ToolCallText(name, text[arguments_start:arguments_end]))
+            calls.append(ToolCallText(name, text[arguments_start:arguments_end], complete=arguments_end is not None))
             if arguments_end is None:
                 return ParsedOutput("", calls)
             pos = content_start = arguments_end

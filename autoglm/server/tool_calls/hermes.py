@@ -2,6 +2,9 @@
 with text allowed around them."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from autoglm.server.tool_calls.json_scan import scan_json_call
 from autoglm.server.tool_calls.parsed import ParsedOutput, held_back_length, skip_whitespace
 
@@ -9,10 +12,11 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 class HermesToolCallParser:
-    """A block whose body is not a call ({"name": ..., "arguments": {...}}) stays content."""
+    """A block whose body is not a call ({"name": ..., "arguments": {...}}) to a declared tool stays
+    content. The arguments are the model's JSON text as written, so a string streams as it comes."""
 
-    def __init__(self, tool_names: list[str]) -> None:
-        del tool_names  # the block's markers tell calls from text; any name the model writes is reported
+    def __init__(self, tools: Mapping[str, dict[str, Any] | None]) -> None:
+        self._names = frozenset(tools)
 
     def parse(self, text: str, final: bool) -> ParsedOutput:
         parsed = ParsedOutput("")
@@ -27,8 +31,10 @@ class HermesToolCallParser:
             close = text.find(CLOSE, start)
             body = text if close < 0 else text[:close]
             scanned = scan_json_call(body, skip_whitespace(body, start + len(OPEN)))
+            if scanned is not None and scanned.call.name not in self._names:
+                scanned = None
             if scanned is None and close < 0 and not final:
-                return parsed  # the body may still become a call
+                return parsed  # the block is still open: its body may yet become a call
             if close < 0:
                 if scanned is None:
                     parsed.content += text[start:]

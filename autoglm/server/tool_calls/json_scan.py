@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from autoglm.server.tool_calls.parsed import ToolCallText
+from autoglm.server.tool_calls.parsed import ReadCall, ToolCallText
 
 # The start of a call written {"name": ..., "arguments": {...}} (Llama 3.1 says "parameters"), up to
 # the arguments' opening brace: enough to know the call's name before its arguments are written.
@@ -35,13 +34,7 @@ def json_object_end(text: str, start: int) -> int | None:
     return None
 
 
-@dataclass
-class JsonCall:
-    call: ToolCallText
-    end: int | None  # just past the call's closing brace; None while it is still open
-
-
-def scan_json_call(text: str, start: int) -> JsonCall | None:
+def scan_json_call(text: str, start: int) -> ReadCall | None:
     """The call written as a JSON object at ``text[start]``, its arguments as far as they go; None
     when the text there is not (or not yet) the head of such a call."""
     head = _CALL_HEAD.match(text, start)
@@ -49,5 +42,6 @@ def scan_json_call(text: str, start: int) -> JsonCall | None:
         return None
     arguments_end = json_object_end(text, head.end())
     if arguments_end is None:
-        return JsonCall(ToolCallText(head[1], text[head.end():]), None)
-    return JsonCall(ToolCallText(head[1], text[head.end():arguments_end]), json_object_end(text, start))
+        return ReadCall(ToolCallText(head[1], text[head.end():]), None)
+    end = json_object_end(text, start)
+    return ReadCall(ToolCallText(head[1], text[head.end():arguments_end], complete=end is not None), end)

@@ -2,6 +2,9 @@
 optional <|python_tag|>; several calls are separated by semicolons."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from autoglm.server.tool_calls.json_scan import json_object_end, scan_json_call
 from autoglm.server.tool_calls.parsed import ParsedOutput, skip_whitespace
 
@@ -10,10 +13,10 @@ PYTHON_TAG = "<|python_tag|>"
 
 class Llama3JsonToolCallParser:
     """Calls only open the reply; text after the last call is content, and a reply that does not
-    open with a call is all content."""
+    open with a call (to a declared tool) is all content."""
 
-    def __init__(self, tool_names: list[str]) -> None:
-        del tool_names  # a reply that is a {"name", "parameters"} object is a call, whatever the name
+    def __init__(self, tools: Mapping[str, dict[str, Any] | None]) -> None:
+        self._names = frozenset(tools)
 
     def parse(self, text: str, final: bool) -> ParsedOutput:
         calls = []
@@ -21,7 +24,7 @@ class Llama3JsonToolCallParser:
         if text.startswith(PYTHON_TAG, pos):
             pos = skip_whitespace(text, pos + len(PYTHON_TAG))
         content_start = 0
-        while (scanned := scan_json_call(text, pos)) is not None:
+        while (scanned := scan_json_call(text, pos)) is not None and scanned.call.name in self._names:
             calls.append(scanned.call)
             if scanned.end is None:
                 return ParsedOutput("", calls)

@@ -10,6 +10,15 @@ from typing import Protocol
 class ToolCallText:
     name: str
     arguments: str  # the arguments' JSON text; while the call is still being written, a prefix of it
+    complete: bool = False  # its closing marker (for calls written as JSON, the closing brace) was read
+
+
+@dataclass
+class ReadCall:
+    """A call read out of text as far as the text goes, and where the text after it starts."""
+
+    call: ToolCallText
+    end: int | None  # just past the call's closing marker or brace; None while the call is still open
 
 
 @dataclass

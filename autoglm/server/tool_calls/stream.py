@@ -46,21 +46,21 @@ class ToolCallStream:
         """What `text`, the choice's next text, adds; `final` once the choice has finished."""
         self._text += text
         parsed = self._parser.parse(self._text, final)
-        piece = StreamPiece(_extension(self._content_sent, visible_content(parsed, final)))
+        piece = StreamPiece(extension(self._content_sent, visible_content(parsed, final)))
         self._content_sent += piece.content
         for index, call in enumerate(parsed.calls):
             if index == len(self._arguments_sent):
                 piece.calls.append(CallPiece(index, call.arguments, new_tool_call_id(), call.name))
                 self._arguments_sent.append(call.arguments)
                 continue
-            more = _extension(self._arguments_sent[index], call.arguments)
+            more = extension(self._arguments_sent[index], call.arguments)
             if more:
                 piece.calls.append(CallPiece(index, more))
                 self._arguments_sent[index] += more
         return piece
 
 
-def _extension(sent: str, now: str) -> str:
+def extension(sent: str, now: str) -> str:
     """What `now` adds to `sent`. A parser's answers only grow; text that malformed output made it
     take back is not sent again."""
     return now[len(sent):] if now.startswith(sent) else ""

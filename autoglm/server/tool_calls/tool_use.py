@@ -59,9 +59,10 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
                            f"chat template teaches, and this model's teaches none this server reads "
                            f"({known_families()}); use tool_choice 'required' or name a function",
                            param="tool_choice", code="invalid_value")
+        schemas = {tool.function.name: tool.function.parameters for tool in tools}
         if not request.allows_parallel_calls:
-            return ToolUse(template_tools, None, lambda: FirstCallOnly(family.new_parser(names)))
-        return ToolUse(template_tools, None, partial(family.new_parser, names))
+            return ToolUse(template_tools, None, lambda: FirstCallOnly(family.new_parser(schemas)))
+        return ToolUse(template_tools, None, partial(family.new_parser, schemas))
     if choice == "required":
         return ToolUse(template_tools, calls_grammar(tools, request.allows_parallel_calls), CallArrayParser)
     tool = _named_tool(tools, choice)

@@ -1,12 +1,15 @@
 """Each family's parser on hand-written replies of its family, whole and streamed: the stream's
-pieces add up to exactly what the whole reply parses to."""
+pieces add up to exactly what the whole reply parses to, and calls written as JSON send their
+arguments as they are written, however the text is cut."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from autoglm.server.openai.protocol import ChatCompletionRequest
+from autoglm.server.tool_calls.families import tool_call_family_named
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.glm4 import Glm4ToolCallParser
 from autoglm.server.tool_calls.hermes import HermesToolCallParser
@@ -14,9 +17,11 @@ from autoglm.server.tool_calls.llama3_json import Llama3JsonToolCallParser
 from autoglm.server.tool_calls.parsed import FirstCallOnly, ParsedOutput, ToolCallParser, ToolCallText
 from autoglm.server.tool_calls.stream import ToolCallStream, visible_content
 from autoglm.server.tool_calls.tool_use import plan_tool_use
+from tests.server.tool_calls.replies import CODE, FILTERS, PATH, TOOLS, Transcript
+from tests.server.tool_calls.streaming import SPLITS, split, stream_calls, train_tokenizer
 from tests.server.tool_calls.templates import QWEN_TEMPLATE
 
-NAMES = ["get_weather", "get_time"]
+NAMES = dict.fromkeys(["get_weather", "get_time"])  # the declared tools, without parameters
 WEATHER = '{"city": "Paris", "unit": "celsius"}'
 TIME = '{"zone": "UTC{+1}", "note": "say \\"hi\\" }"}'  # braces and quotes inside strings
 
@@ -37,6 +42,8 @@ CASES = [
     (HermesToolCallParser(NAMES), "<tool_call>not json</tool_call> after", "<tool_call>not json</tool_call> after", []),
     (HermesToolCallParser(NAMES), '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
      "", [call("get_weather", '{"city": "Par')]),  # cut off by max_tokens
+    (HermesToolCallParser(NAMES), '<tool_call>{"name": "rm", "arguments": {}}</tool_call> then',
+     '<tool_call>{"name": "rm", "arguments": {}}</tool_call> then', []),  # only a declared tool is called
     # Llama 3.1 JSON: the reply is the call; "parameters"; an optional <|python_tag|>; ';' between calls.
     (Llama3JsonToolCallParser(NAMES), f'{{"name": "get_weather", "parameters": {WEATHER}}}',
      "", [call("get_weather", WEATHER)]),
@@ -45,6 +52,7 @@ CASES = [
      "", [call("get_weather", WEATHER), call("get_time", TIME)]),
     (Llama3JsonToolCallParser(NAMES), "It is sunny in {Paris}.", "It is sunny in {Paris}.", []),
     (Llama3JsonToolCallParser(NAMES), '{"city": "Paris"}', '{"city": "Paris"}', []),
+    (Llama3JsonToolCallParser(NAMES), '{"name": "rm", "parameters": {}}', '{"name": "rm", "parameters": {}}', []),
     # GLM-4: the function's name on its own line, then the arguments.
     (Glm4ToolCallParser(NAMES), f"get_weather\n{WEATHER}", "", [call("get_weather", WEATHER)]),
     (Glm4ToolCallParser(NAMES), f"get_weather\n{WEATHER}\nget_time\n{TIME}",
@@ -72,6 +80,7 @@ def test_whole_replies_parse_into_content_and_calls(parser: ToolCallParser, text
     for _, arguments in calls:
         if arguments.endswith("}"):
             assert isinstance(json.loads(arguments), dict)
+    assert [c.complete for c in parsed.calls] == [arguments.endswith("}") for _, arguments in calls]
 
 
 @pytest.mark.parametrize("piece_size", [1, 3, 7])
@@ -116,3 +125,58 @@ def test_auto_reads_only_the_first_call_when_calls_may_not_run_in_parallel(paral
     parser = plan_tool_use(request, QWEN_TEMPLATE).new_parser()
     reply = "".join(f'<tool_call>{{"name": "{name}", "arguments": {{}}}}</tool_call>' for name in NAMES)
     assert len(parser.parse(reply, final=True).calls) == calls
+
+
+def hermes_call(name: str, arguments: dict[str, object]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def llama3_call(name: str, arguments: dict[str, object]) -> str:
+    return json.dumps({"name": name, "parameters": arguments}, ensure_ascii=False)
+
+
+SEARCH = {"query": '北京 "today" <b>', "filters": FILTERS, "limit": 2}
+WRITE = {"path": PATH, "content": CODE}
+HERMES = [
+    Transcript("text before a call", "Let me look that up.\n" + hermes_call("search", SEARCH),
+               "Let me look that up.\n", [("search", SEARCH)]),
+    Transcript("two calls, awkward strings",
+               hermes_call("write_file", WRITE) + "\n" + hermes_call("get_weather", {"city": "Zürich", "days": 3}),
+               "", [("write_file", WRITE), ("get_weather", {"city": "Zürich", "days": 3})]),
+]
+LLAMA3 = [
+    Transcript("python tag, two calls",
+               f'<|python_tag|>{llama3_call("get_weather", {"city": "Zürich"})}; {llama3_call("write_file", WRITE)}',
+               "", [("get_weather", {"city": "Zürich"}), ("write_file", WRITE)]),
+    Transcript("nested arguments, text after", llama3_call("search", SEARCH) + " I searched.", " I searched.",
+               [("search", SEARCH)]),
+]
+JSON_CASES = ([pytest.param(key, t, id=f"{key} {t.id}") for key in ("hermes", "qwen3") for t in HERMES]
+              + [pytest.param("llama3_json", t, id=f"llama3_json {t.id}") for t in LLAMA3])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(t.text for t in HERMES + LLAMA3)
+
+
+@pytest.mark.parametrize("how", SPLITS)
+@pytest.mark.parametrize("key, transcript", JSON_CASES)
+def test_json_calls_stream_their_arguments_as_written(key, transcript, how, tokenizer):
+    new_parser = tool_call_family_named(key).new_parser
+    whole = new_parser(TOOLS).parse(transcript.text, final=True)
+    assert visible_content(whole, final=True) == transcript.content
+    assert [(c.name, json.loads(c.arguments)) for c in whole.calls] == transcript.calls
+    assert all(c.complete for c in whole.calls)
+    streamed = stream_calls(new_parser(TOOLS), split(transcript.text, how, tokenizer))
+    assert streamed.content == transcript.content
+    assert streamed.names == [c.name for c in whole.calls]
+    assert streamed.arguments == [c.arguments for c in whole.calls]
+    # Wherever the text stopped inside a call's arguments, the call's arguments so far are the text
+    # written of them.
+    spans = [(m.end(), json.JSONDecoder().raw_decode(transcript.text, m.end())[1])
+             for m in re.finditer(r'"(?:arguments|parameters)": ', transcript.text)]
+    for fed, arguments in streamed.seen:
+        for index, (start, end) in enumerate(spans):
+            if start < fed <= end:
+                assert arguments[index] == transcript.text[start:fed]
