@@ -1,0 +1,1 @@
+"""Reasoning read out of a model's text: the thinking it writes between markers, apart from its answer."""
