@@ -6,6 +6,7 @@ from enum import Enum
 
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.structured_outputs import StructuredOutputsParams
+from autoglm.thinking import ThinkingBounds, ThinkingPhase
 
 MAX_N = 16
 MAX_LOGPROBS = 20
@@ -64,6 +65,7 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     output_kind: RequestOutputKind = RequestOutputKind.DELTA
     structured_outputs: StructuredOutputsParams | None = None  # what the output must match (a grammar)
+    thinking: ThinkingBounds | None = None  # the thinking's markers, phase and budget; a grammar then binds the answer
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -76,6 +78,10 @@ class SamplingParams:
         """Refuse token ids the model cannot produce; only the engine knows the vocabulary's size."""
         for token_id in self.logit_bias:
             _require(token_id < vocab_size, "logit_bias", f"keyed by token ids in [0, {vocab_size})", token_id)
+        if self.thinking is not None:
+            for name in ("start_token_id", "end_token_id"):
+                token_id = getattr(self.thinking, name)
+                _require(token_id < vocab_size, f"thinking.{name}", f"a token id in [0, {vocab_size})", token_id)
 
     @property
     def greedy(self) -> bool:
@@ -97,6 +103,10 @@ class SamplingParams:
         constraint = self.structured_outputs
         _require(constraint is None or isinstance(constraint, StructuredOutputsParams), "structured_outputs",
                  "a StructuredOutputsParams or None", constraint)
+        _require(self.thinking is None or isinstance(self.thinking, ThinkingBounds), "thinking",
+                 "a ThinkingBounds or None", self.thinking)
+        if self.thinking is not None:
+            _check_thinking(self.thinking)
 
     def _check_ranges(self) -> None:
         _require(1 <= self.n <= MAX_N, "n", f"in [1, {MAX_N}]", self.n)
@@ -120,6 +130,20 @@ class SamplingParams:
             value = getattr(self, name)
             if value is not None:
                 _require(0 <= value <= MAX_LOGPROBS, name, f"in [0, {MAX_LOGPROBS}] or None", value)
+
+
+def _check_thinking(thinking: ThinkingBounds) -> None:
+    """The markers are two distinct token ids, the phase a ThinkingPhase, the budget a count of tokens."""
+    for name in ("start_token_id", "end_token_id"):
+        token_id = getattr(thinking, name)
+        _require(_is_int(token_id) and 0 <= token_id <= MAX_INT64, f"thinking.{name}",
+                 "a token id (an int in [0, 2**63 - 1])", token_id)
+    _require(thinking.end_token_id != thinking.start_token_id, "thinking.end_token_id",
+             f"a token other than thinking.start_token_id ({thinking.start_token_id})", thinking.end_token_id)
+    phases = " or ".join(f"ThinkingPhase.{phase.name}" for phase in ThinkingPhase)
+    _require(isinstance(thinking.phase, ThinkingPhase), "thinking.phase", phases, thinking.phase)
+    budget = thinking.budget
+    _require(budget is None or (_is_int(budget) and budget >= 0), "thinking.budget", "an int >= 0 or None", budget)
 
 
 def _normalise_stop(stop: object) -> list[str]:

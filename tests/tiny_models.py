@@ -7,11 +7,12 @@ from uniform and greedy choices are not near-ties.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -97,33 +98,42 @@ _CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_tokenizer(vocab_size: int, *, add_bos_token: bool = False) -> PreTrainedTokenizerFast:
+def build_tiny_tokenizer(vocab_size: int, *, add_bos_token: bool = False,
+                         extra_tokens: Sequence[AddedToken] = ()) -> PreTrainedTokenizerFast:
     """A byte-level BPE with exactly ``vocab_size`` entries (padded with reserved tokens).
 
     With ``add_bos_token`` it starts every encoded text with BOS, as Llama's tokenizer does, and
     its chat template writes BOS itself: rendering a chat and then encoding it with special tokens
     would double the BOS, which is what a server must avoid.
+
+    ``extra_tokens`` (a chat format's markers) take the ids right after the trained vocabulary, before
+    the reserved padding, so the size stays ``vocab_size``; those marked special are skipped in decoding,
+    the others survive it, as in a real model's tokenizer.
     """
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size - len(extra_tokens),
         special_tokens=[PAD_TOKEN, BOS_TOKEN, EOS_TOKEN],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator([TOKENIZER_TEXT], trainer)
+    tokenizer.add_tokens(list(extra_tokens))
     if tokenizer.get_vocab_size() > vocab_size:
-        raise ValueError(f"vocab_size {vocab_size} is too small for the 256 bytes plus 3 special tokens")
+        raise ValueError(f"vocab_size {vocab_size} is too small for the 256 bytes, 3 special tokens and "
+                         f"{len(extra_tokens)} extra tokens")
     reserved = [f"<|reserved_{i}|>" for i in range(vocab_size - tokenizer.get_vocab_size())]
     tokenizer.add_special_tokens(reserved)
     if add_bos_token:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A $B", special_tokens=[(BOS_TOKEN, BOS_ID)]
         )
+    special = [token.content for token in extra_tokens if token.special]
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD_TOKEN, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN
+        tokenizer_object=tokenizer, pad_token=PAD_TOKEN, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
+        **({"extra_special_tokens": special} if special else {}),
     )
     wrapped.chat_template = ("{{ bos_token }}" if add_bos_token else "") + _CHAT_TEMPLATE
     return wrapped
@@ -137,17 +147,20 @@ def make_tiny_checkpoint(
     dtype: torch.dtype = torch.float32,
     max_shard_size: str | int | None = None,
     add_bos_token: bool = False,
+    extra_tokens: Sequence[AddedToken] = (),
     **config_overrides: Any,
 ) -> Path:
     """Save a tiny ``arch`` model and its tokenizer to ``path``; returns the folder.
 
     ``config_overrides`` replace entries of the transformers config (e.g. ``rope_scaling``,
     ``tie_word_embeddings``); ``max_shard_size`` splits the weights into several files;
-    ``add_bos_token`` gives the tokenizer a BOS on every encoded text.
+    ``add_bos_token`` gives the tokenizer a BOS on every encoded text; ``extra_tokens`` adds tokens to its
+    vocabulary (see :func:`build_tiny_tokenizer`).
     """
     folder = Path(path)
     model = build_tiny_model(arch, seed=seed, dtype=dtype, **config_overrides)
     shard_arguments = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
     model.save_pretrained(folder, **shard_arguments)
-    build_tiny_tokenizer(model.config.vocab_size, add_bos_token=add_bos_token).save_pretrained(folder)
+    build_tiny_tokenizer(model.config.vocab_size, add_bos_token=add_bos_token,
+                         extra_tokens=extra_tokens).save_pretrained(folder)
     return folder

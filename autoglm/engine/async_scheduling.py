@@ -8,12 +8,15 @@ at the finish, and the block holding the discarded token was never full of kept 
 never published to the prefix cache.
 
 Some requests need each token on the host before the next step is planned, and their steps run one
-at a time: a grammar masks the next token by the tokens before it, prompt log-probs restart when a
-preemption (made while scheduling) falls on a step not yet read, and penalties count the output
-tokens themselves. Speculative decoding proposes from the tokens so far, so it never overlaps.
+at a time: a grammar masks the next token by the tokens before it, a thinking budget forces the end
+token by the thinking tokens so far, prompt log-probs restart when a preemption (made while scheduling)
+falls on a step not yet read, and penalties count the output tokens themselves. A thinking budget holds
+a request only until each of its sequences has reached its answer, where nothing more is forced.
+Speculative decoding proposes from the tokens so far, so it never overlaps.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +25,7 @@ import torch
 from autoglm.engine.plan_builder import PlannedStep
 from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sequence import Sequence
+from autoglm.engine.structured_output import ThinkingState
 from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.sampling_params import SamplingParams
 
@@ -33,7 +37,20 @@ def async_scheduling_enabled(setting: bool | Literal["auto"], device: torch.devi
 
 
 def needs_synchronous_steps(params: SamplingParams) -> bool:
-    """Whether a request's next step can be planned only once its last token is on the host."""
+    """Whether a request's next step can be planned only once its last token is on the host, from its start."""
+    budgeted = params.thinking is not None and ThinkingState(params.thinking).counts_down
+    return _reads_each_token(params) or budgeted
+
+
+def overlaps_again(params: SamplingParams, seqs: Iterable[Sequence]) -> bool:
+    """Whether a request that needed synchronous steps no longer does: only its thinking budget did, and
+    each of its sequences has finished or reached its answer."""
+    return not _reads_each_token(params) and all(
+        seq.is_finished or seq.constraint is None or not seq.constraint.reads_each_token for seq in seqs)
+
+
+def _reads_each_token(params: SamplingParams) -> bool:
+    """What needs each token on the host for the request's whole life: a grammar, prompt log-probs, penalties."""
     penalised = (params.repetition_penalty != 1.0 or params.frequency_penalty != 0.0
                  or params.presence_penalty != 0.0)
     return params.structured_outputs is not None or params.prompt_logprobs is not None or penalised

@@ -13,7 +13,12 @@ from collections.abc import Callable
 import torch
 
 from autoglm.config import EngineConfig
-from autoglm.engine.async_scheduling import LaunchedStep, async_scheduling_enabled, needs_synchronous_steps
+from autoglm.engine.async_scheduling import (
+    LaunchedStep,
+    async_scheduling_enabled,
+    needs_synchronous_steps,
+    overlaps_again,
+)
 from autoglm.engine.sched.block_manager import BlockManager, salt_bytes
 from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
@@ -29,7 +34,7 @@ from autoglm.engine.sched.scheduler import Scheduler
 from autoglm.engine.sched.policies import SCHEDULING_POLICIES
 from autoglm.engine.sequence import Sequence, TenantTag
 from autoglm.engine.setup import EngineParts, build_engine_parts
-from autoglm.engine.structured_output import GrammarCache
+from autoglm.engine.structured_output import GrammarCache, SequenceConstraint, ThinkingState, new_constraint
 from autoglm.engine.speculative.build import build_proposer
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.engine.stats import EngineStats
@@ -179,7 +184,6 @@ class LLMEngine:
         params = params or SamplingParams()
         checked = self.inputs.process(request_id, prompt, params, priority, self.requests)
         token_ids, max_tokens = checked.token_ids, checked.max_tokens
-        constraint = params.structured_outputs  # compiled by new_state below, a cache hit if the server did it
         arrival = time.time() if arrival_time is None else arrival_time
         cache_salt = b"" if tenant is None else salt_bytes(tenant.salt)
         seqs: list[Sequence] = []
@@ -188,7 +192,7 @@ class LLMEngine:
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority, tenant=tenant,
                 cache_salt=cache_salt, seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
-                grammar=None if constraint is None else self.grammars.new_state(constraint),
+                constraint=self._new_constraint(params),
             ))
         state = RequestState(
             request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=params,
@@ -207,6 +211,13 @@ class LLMEngine:
         self.scheduler.add(seqs[0])
         self.prompt_tokens_total += len(token_ids)
         self._idle_at_masks_done = None
+
+    def _new_constraint(self, params: SamplingParams) -> SequenceConstraint | None:
+        """What limits one of the request's sequences: a fresh grammar state (the grammar compiled now, a cache
+        hit if the server did it) and a fresh thinking state, as the request asks."""
+        grammar = None if params.structured_outputs is None else self.grammars.new_state(params.structured_outputs)
+        thinking = None if params.thinking is None else ThinkingState(params.thinking)
+        return new_constraint(grammar, thinking, self.model_config.vocab_size)
 
     def _sequence_seed(self, params: SamplingParams, index: int) -> int:
         """The seed of a completion's draws: ``seed + index`` for a seeded request (n > 1 completions
@@ -483,19 +494,22 @@ class LLMEngine:
             completion.cumulative_logprob += sampled.logprob
         stop_string = completion.detokenizer.add_tokens([token_id])
         reason, stop_reason = self._finish_reason(seq, params, token_id, stop_string)
-        if reason is None and seq.grammar is not None:  # an ended sequence needs no mask after its last token
-            seq.grammar.accept(token_id)
+        if reason is None and seq.constraint is not None:  # an ended sequence needs no mask after its last token
+            seq.constraint.accept(token_id)
         if reason is not None:
             completion.finish_reason, completion.stop_reason = reason, stop_reason
             self.scheduler.finish(seq)
             if state.finished:
                 state.metrics.finished_time = now
+        if seq.constraint is not None and state.request_id in self._synchronous_requests \
+                and overlaps_again(params, (c.seq for c in state.completions)):
+            self._synchronous_requests.discard(state.request_id)
         if text := completion.detokenizer.take_delta(finished=reason is not None):
             completion.text_pieces.append(text)
 
     def _finish_reason(self, seq: Sequence, params: SamplingParams, token_id: int,
                        stop_string: str | None) -> tuple[str | None, str | int | None]:
-        if seq.grammar is not None and seq.grammar.terminates(token_id):  # its stop token, ignore_eos or not
+        if seq.constraint is not None and seq.constraint.terminates(token_id):  # a grammar's stop, ignore_eos or not
             return "stop", None
         if seq.num_output_tokens >= params.min_tokens:
             if token_id in params.stop_token_ids:

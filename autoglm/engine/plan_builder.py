@@ -30,6 +30,9 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     at its last real token and at each proposed one, as if the proposals before were its output.
     A sequence whose last token is pending (async scheduling) leaves it to the runner to fill from the
     row that sampled it in ``previous``, the step launched just before.
+
+    Each sampled row is masked by its sequence's constraint as it stands: a sequence gets proposals only
+    while its constraint masks none of the positions they cover (see ``max_lookahead``).
     """
     proposals = proposals or {}
     previous_rows = {seq: row for row, seq in enumerate(previous.sampled_seqs)} if previous else {}
@@ -89,7 +92,7 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
         prompt_scoring=prompt_scoring,
         deferred_positions=deferred_positions,
         deferred_sources=deferred_sources,
-        token_bitmask=build_token_bitmask([seq.grammar for seq in sampled_seqs]),
+        token_bitmask=build_token_bitmask([seq.constraint for seq in sampled_seqs]),
     )
     return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
 
@@ -99,14 +102,15 @@ def row_sampling(seq: Sequence, eos_token_ids: set[int], proposed: list[int] | N
     tokens, for the token after them, as if they were already its output.
 
     Every draw derives from the sequence's seed and its draw count, never from a global RNG: a
-    proposed position draws exactly what plain decoding would draw there. A sequence with a grammar
-    is not held back by min_tokens: its grammar alone says where it may end, and banning the one
-    token a complete grammar allows would leave nothing to sample.
+    proposed position draws exactly what plain decoding would draw there. A row its constraint masks
+    (a grammar's, or a spent thinking budget's) is not held back by min_tokens: the mask alone says where
+    it may end, and banning the one token a complete grammar allows would leave nothing to sample.
     """
     params = seq.params
     proposed = proposed or []
     num_output = seq.num_output_tokens + len(proposed)
-    short = num_output < params.min_tokens and seq.grammar is None
+    masked = seq.constraint is not None and seq.constraint.masks_next
+    short = num_output < params.min_tokens and not masked
     banned = (*eos_token_ids, *params.stop_token_ids) if short else ()
     repetition = params.repetition_penalty != 1.0
     output_penalty = repetition or params.frequency_penalty != 0.0 or params.presence_penalty != 0.0

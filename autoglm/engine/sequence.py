@@ -6,7 +6,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from autoglm.engine.structured_output import GrammarState
+from autoglm.engine.structured_output import SequenceConstraint
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
 
@@ -54,8 +54,8 @@ class Sequence:
     join once it has, taking its prompt blocks rather than computing them again. Only the
     first scores the prompt when prompt logprobs are asked for.
 
-    A constrained sequence's ``grammar`` has accepted exactly its output tokens: a preemption
-    keeps both, so recompute goes on from the same place in the grammar.
+    A constrained sequence's ``constraint`` (its grammar, its thinking) has accepted exactly its
+    output tokens: a preemption keeps both, so recompute goes on from the same place in each.
     """
 
     request_id: str
@@ -77,7 +77,7 @@ class Sequence:
     num_preemptions: int = 0
     seed: int = 0  # every draw of this completion derives from it (see the engine's _sequence_seed)
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
-    grammar: GrammarState | None = field(default=None, repr=False)  # what its output must match; None: free
+    constraint: SequenceConstraint | None = field(default=None, repr=False)  # what limits its tokens; None: free
     queued_step: int | None = None  # scheduler step at which the request was first queued
     # token_ids ends with PENDING_TOKEN, standing for the token a launched step sampled but the engine has
     # not read yet (async scheduling); the next plan defers that input to the device.

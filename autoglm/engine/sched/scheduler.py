@@ -83,8 +83,8 @@ class Scheduler:
         seq.status = SequenceStatus.FINISHED
         self.block_manager.free(seq)
         self.policy.sequence_finished(seq)
-        if seq.grammar is not None:
-            seq.grammar.close()
+        if seq.constraint is not None:
+            seq.constraint.close()
 
     def schedule(self) -> ScheduledBatch:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
@@ -137,9 +137,9 @@ class Scheduler:
 
     def _passed_over(self, seq: Sequence) -> bool:
         """Whether `seq` waits this step, running or waiting: another request runs alone (step_isolation),
-        or its grammar's mask of the next token is still being computed."""
+        or the mask of its next token is still being computed."""
         isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
-        return isolated_out or (seq.grammar is not None and not seq.grammar.mask_ready)
+        return isolated_out or (seq.constraint is not None and not seq.constraint.mask_ready)
 
     def _admits(self, seq: Sequence) -> bool:
         """Whether a waiting sequence may be admitted now; the one request run alone always may."""

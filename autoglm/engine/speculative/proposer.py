@@ -20,8 +20,12 @@ class Proposer(Protocol):
 def max_lookahead(seq: Sequence, num_speculative_tokens: int, max_context_len: int) -> int:
     """How many proposed tokens ``seq`` may verify next step: none for a constrained request (its grammar
     must see each token before the next is chosen), else as many as fit its max_tokens and the context
-    together with the token the target adds after them."""
+    together with the token the target adds after them, and its thinking budget before the token it forces
+    (see ``ThinkingState.max_proposals``)."""
     if seq.params.structured_outputs is not None:
         return 0
     room = min(seq.max_tokens - seq.num_output_tokens, max_context_len - seq.num_tokens) - 1
+    thinking = seq.constraint.thinking if seq.constraint is not None else None
+    if thinking is not None and thinking.max_proposals is not None:
+        room = min(room, thinking.max_proposals)
     return max(0, min(num_speculative_tokens, room))

@@ -15,15 +15,18 @@ if TYPE_CHECKING:
 class GrammarState:
     """A grammar matcher of one sequence (each of a request's n completions has its own).
 
-    Only tokens the sequence keeps advance it, and each exactly once (the engine accepts a token as
-    it appends it), so a preemption, which recomputes the sequence's KV but keeps its output tokens,
-    leaves it where it was. Nothing is ever taken back: a constrained request gets no speculative
-    proposals and no overlapped steps, so every token it is handed has been masked by this state.
+    Only tokens the sequence keeps advance it (of a thinking model's output, the answer's alone: see
+    ``SequenceConstraint``), and each exactly once (the engine accepts a token as it appends it), so a
+    preemption, which recomputes the sequence's KV but keeps its output tokens, leaves it where it was.
+    Nothing is ever taken back: a constrained request gets no speculative proposals and no overlapped
+    steps, so every token it is handed has been masked by this state.
 
     The matcher is touched only by jobs on ``workers``, one at a time: each computes the mask of the
     next token (the first from the grammar's start, then one per accepted token), and the sequence is
     scheduled only once it is ready, so its next token, and the next job, wait for it.
     """
+
+    masks_next = True  # a grammar masks every token it sees (see bitmask.NextTokenMask)
 
     def __init__(self, compiled: xgrammar.CompiledGrammar, vocab_size: int, workers: MaskWorkers) -> None:
         import xgrammar
