@@ -3,6 +3,10 @@ and how its messages quote the caller's input."""
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # Characters of a caller's value an error message quotes: enough to recognise it, never so
 # many that a 10 MB stop string comes back as a 10 MB error.
@@ -53,3 +57,11 @@ def quote_value(value: object) -> str:
         return repr(value) if len(value) <= MAX_QUOTED_CHARS else repr(value[:MAX_QUOTED_CHARS]) + QUOTE_ELISION
     text = _BOUNDED_REPR.repr(value)
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + QUOTE_ELISION
+
+
+def named_entry(table: Mapping[str, T], kind: str, key: str) -> T:
+    """The entry of `table` that `key` names; a ValueError naming the `kind` of thing and the known keys
+    otherwise (for settings that choose one of several implementations by name)."""
+    if key not in table:
+        raise ValueError(f"unknown {kind} {quote_value(key)}; known: {', '.join(table)}")
+    return table[key]

@@ -58,3 +58,13 @@ def test_refused_flags_stay_out_of_the_help(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         main(["serve", "--help=all"])
     assert "--gpu-memory-utilization" not in capsys.readouterr().out
+
+
+def test_vllm_tool_and_reasoning_flags_give_the_chat_settings() -> None:
+    line = ["serve", "--enable-auto-tool-choice", "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
+            "--trust-request-chat-template", "--chat-template-content-format", "openai"]
+    config = config_from_args(build_parser().parse_args(line))
+    assert (config.enable_auto_tool_choice, config.tool_call_parser, config.reasoning_parser) == (True, "glm47", "glm45")
+    assert config.trust_request_chat_template and config.chat_template_content_format == "openai"
+    assert not config_from_args(build_parser().parse_args(["serve", "--no-enable-auto-tool-choice"])
+                                ).enable_auto_tool_choice

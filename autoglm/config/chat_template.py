@@ -9,15 +9,22 @@ from autoglm.config.sources import ConfigError
 
 def read_chat_template(path: str) -> str:
     """The Jinja template in the file at `path`; a ConfigError naming the file and what is wrong otherwise."""
-    import jinja2  # only where a template is given: the settings are read by commands that never need it
-
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read the chat template file {path}: {error}") from None
+    error = template_syntax_error(text)
+    if error is not None:
+        raise ConfigError(f"the chat template file {path} is not a valid Jinja template: {error}") from None
+    return text
+
+
+def template_syntax_error(text: str) -> str | None:
+    """What makes `text` no valid Jinja template (the message and its line); None when it parses."""
+    import jinja2  # only where a template is given: the settings are read by commands that never need it
+
     try:
         jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
     except jinja2.TemplateSyntaxError as error:
-        raise ConfigError(f"the chat template file {path} is not a valid Jinja template: {error.message} "
-                          f"(line {error.lineno})") from None
-    return text
+        return f"{error.message} (line {error.lineno})"
+    return None

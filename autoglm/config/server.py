@@ -88,6 +88,17 @@ class RayConfig:
 
 
 @dataclass(frozen=True)
+class ChatConfig:
+    """How chat requests are rendered and how the model's thinking and tool calls are read back."""
+
+    reasoning_parser: str | None
+    tool_call_parser: str | None  # None: the one the chat template teaches
+    enable_auto_tool_choice: bool
+    trust_request_chat_template: bool
+    chat_template_content_format: Literal["auto", "string", "openai"]
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Every setting a server reads, and the engine settings of the model it starts."""
 
@@ -96,6 +107,7 @@ class ServerConfig:
     response_cache: ResponseCacheConfig
     versions: VersionsConfig
     ray: RayConfig
+    chat: ChatConfig
     engine: EngineConfig
 
     def check_ray_rate_limits(self) -> None:

@@ -24,6 +24,7 @@ from autoglm.config.engine import (
     SchedulerConfig,
 )
 from autoglm.config.server import (
+    ChatConfig,
     HttpConfig,
     RayConfig,
     ResponseCacheConfig,
@@ -563,6 +564,47 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
+    reasoning_parser: str | None = Field(
+        None,
+        description=(
+            "How the model marks its thinking, to return it apart from the answer as reasoning_content (vLLM's "
+            "--reasoning-parser): glm45 (GLM-4.5 to 4.7, GLM-4.1V, AutoGLM), qwen3 or deepseek_r1. Unset: the "
+            "thinking stays in the content."
+        ),
+        json_schema_extra={**_SERVER, "metavar": "NAME"},
+    )
+    tool_call_parser: str | None = Field(
+        None,
+        description=(
+            "The format tool_choice 'auto' reads the model's calls in (vLLM's --tool-call-parser): glm45, glm47, "
+            "hermes, qwen3, llama3_json or glm4. Unset: the one the chat template teaches."
+        ),
+        json_schema_extra={**_SERVER, "metavar": "NAME"},
+    )
+    enable_auto_tool_choice: bool = Field(
+        True,
+        description=(
+            "Let the model decide whether to call a tool (tool_choice 'auto', the default with tools; vLLM's "
+            "--enable-auto-tool-choice, on here by default); off, such a request is refused with 400."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    trust_request_chat_template: bool = Field(
+        False,
+        description=(
+            "Accept a chat request's own chat_template (a Jinja template the server renders); off, a request that "
+            "sends one is refused with 400."
+        ),
+        json_schema_extra=_SERVER,
+    )
+    chat_template_content_format: Literal["auto", "string", "openai"] = Field(
+        "auto",
+        description=(
+            "How a message's content reaches the chat template: 'string' (text parts joined), 'openai' (the list "
+            "of parts, [{'type': 'text', 'text': ...}]), or 'auto' (the list where the template loops over it)."
+        ),
+        json_schema_extra=_SERVER,
+    )
     response_cache: str | None = Field(
         None,
         description=(
@@ -758,6 +800,7 @@ class AutoGLMConfig(BaseModel):
             response_cache=_part(ResponseCacheConfig, self),
             versions=_part(VersionsConfig, self),
             ray=_part(RayConfig, self),
+            chat=_part(ChatConfig, self),
             engine=self.engine_config(),
         )
 

@@ -13,6 +13,7 @@ from autoglm.engine.client import EngineBuilder, EngineClient
 from autoglm.engine.stats import EngineStats
 from autoglm.kernels.cpu_extension import cpu_kernel_status
 from autoglm.registry.base import Registry
+from autoglm.server.openai.chat_parsers import ChatParsers
 from autoglm.server.openai.errors import APIError
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.response_cache.cache import response_cache_from_config
@@ -50,6 +51,7 @@ class ServerState:
         self.load_error: str | None = None
         self.started = False
         self.draining = False
+        self.chat_parsers = ChatParsers.from_config(config.chat)  # an unknown parser name stops the start
         self.metrics = ServerMetrics(self.model_name, self.engine_stats_by_version,
                                      keyring.has_tenant if keyring is not None else lambda _: False)
         self.response_cache = response_cache_from_config(config, self.metrics)

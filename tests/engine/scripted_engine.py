@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -56,8 +57,12 @@ class ScriptedRunner:
         starts = plan.cu_seqlens_q()
         for token in plan.sample_tokens:
             seq = self.last_seqs[bisect.bisect_right(starts, token) - 1]
-            output.token_ids.append(self.next_token(seq.token_ids, seq.index))
+            output.token_ids.append(self.next_token_at(seq, int(plan.positions[token])))
         return output
+
+    def next_token_at(self, seq: Sequence, position: int) -> int:
+        """The token after ``position`` of ``seq`` (a proposed token's position when verifying proposals)."""
+        return self.next_token(seq.token_ids[:position + 1], seq.index)
 
     def next_token(self, token_ids: list[int], index: int) -> int:
         """Deterministic, different for each of a request's completions."""
@@ -65,20 +70,23 @@ class ScriptedRunner:
         return FIRST_TOKEN_ID + (sum(token_ids) * 31 + len(token_ids) * 7 + index * 101) % span
 
 
-@lru_cache(maxsize=1)
-def _embedded_model_files() -> tuple[ModelConfig, PreTrainedTokenizerBase]:
-    return ModelConfig.from_pretrained(DEFAULT_MODEL_DIR), AutoTokenizer.from_pretrained(str(DEFAULT_MODEL_DIR))
+@lru_cache(maxsize=4)
+def _model_files(folder: Path) -> tuple[ModelConfig, PreTrainedTokenizerBase]:
+    return ModelConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(str(folder))
 
 
-def scripted_engine(num_blocks: int, **settings) -> LLMEngine:
-    """An :class:`LLMEngine` with the embedded model's tokenizer, ``num_blocks`` KV blocks and a scripted runner."""
+def scripted_engine(num_blocks: int, runner: ScriptedRunner | None = None, model: Path | None = None,
+                    **settings) -> LLMEngine:
+    """An :class:`LLMEngine` with ``num_blocks`` KV blocks and a scripted runner (``runner``, or the default
+    rule), over the config and tokenizer of the checkpoint folder ``model`` (default: the embedded model)."""
     config = AutoGLMConfig(dtype="float32", device="cpu", **settings)
-    model_config, tokenizer = _embedded_model_files()
+    folder = model or DEFAULT_MODEL_DIR
+    model_config, tokenizer = _model_files(folder)
     parts = EngineParts(
-        model_path=DEFAULT_MODEL_DIR, model_config=model_config, tokenizer=tokenizer, device=torch.device("cpu"),
+        model_path=folder, model_config=model_config, tokenizer=tokenizer, device=torch.device("cpu"),
         dtype=torch.float32, max_context_len=config.max_context_len,
-        eos_token_ids=collect_eos_token_ids(DEFAULT_MODEL_DIR, model_config, tokenizer), num_blocks=num_blocks,
-        runner=ScriptedRunner(model_config.vocab_size),
+        eos_token_ids=collect_eos_token_ids(folder, model_config, tokenizer), num_blocks=num_blocks,
+        runner=runner or ScriptedRunner(model_config.vocab_size),
     )
     engine = LLMEngine(config.engine_config(), parts)
     engine.runner.scheduler = engine.scheduler

@@ -26,6 +26,11 @@ def make_llm(model_dir, async_scheduling: bool, **settings) -> tuple[LLM, list[S
     """An engine, and the plans its runner launches from now on."""
     llm = LLM(model=str(model_dir), dtype="float32", max_context_len=256, block_size=4,
               async_scheduling=async_scheduling, **settings)
+    return llm, recorded_plans(llm)
+
+
+def recorded_plans(llm: LLM) -> list[StepPlan]:
+    """The plans the engine's runner launches from now on."""
     plans: list[StepPlan] = []
     launch = llm.engine.runner.launch
 
@@ -34,7 +39,7 @@ def make_llm(model_dir, async_scheduling: bool, **settings) -> tuple[LLM, list[S
         return launch(plan)
 
     llm.engine.runner.launch = recording_launch
-    return llm, plans
+    return plans
 
 
 def prompts() -> list[list[int]]:

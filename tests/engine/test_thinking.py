@@ -15,12 +15,12 @@ from transformers import AutoModelForCausalLM
 from autoglm import LLM, SamplingParams
 from autoglm.engine.structured_output import OutputPhase
 from autoglm.errors import InvalidRequestError
-from autoglm.step_plan import StepPlan
 from autoglm.structured_outputs import StructuredOutputsParams
 from autoglm.thinking import ThinkingBounds, ThinkingPhase
 from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.optional_packages import needs_xgrammar
 from tests.thinking_model import THINK_END, THINK_START, make_glm45_chat_model
+from tests.engine.test_async_scheduling import recorded_plans
 
 # A spent budget is applied as a token bitmask, as a grammar is, with xgrammar's kernel.
 pytestmark = needs_xgrammar
@@ -198,19 +198,6 @@ def test_each_of_n_completions_has_its_own_budget(llm, markers):
     for output in (first, second):
         assert output[0] == markers[0]
         assert_thinking_then_answer(output[1:], budget, markers[1])
-
-
-def recorded_plans(llm: LLM) -> list[StepPlan]:
-    """The plans the engine's runner launches from now on."""
-    plans: list[StepPlan] = []
-    launch = llm.engine.runner.launch
-
-    def recording_launch(plan: StepPlan):
-        plans.append(plan)
-        return launch(plan)
-
-    llm.engine.runner.launch = recording_launch
-    return plans
 
 
 def test_overlapped_steps_wait_for_the_answer(model_dir, llm, markers):

@@ -12,7 +12,7 @@ from autoglm.engine.tokenize import PromptCharLimit
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.protocol import ChatCompletionRequest
 from autoglm.server.response_cache.key import response_cache_key
-from autoglm.server.openai.chat import render_chat_prompt
+from autoglm.server.openai.chat_prompt import ChatRendering, render_chat_prompt
 from tests.server.live_server import sse_payloads
 from tests.server.test_errors import error_of, post
 
@@ -30,8 +30,9 @@ def tokenizer(chat_model):
 
 def rendered(tokenizer, messages: list[dict], **options) -> str:
     request = ChatCompletionRequest.model_validate({"messages": messages})
-    return tokenizer.decode(render_chat_prompt(tokenizer, request.messages, options.pop("add_generation_prompt", True),
-                                               PromptCharLimit.of(tokenizer, 256), **options))
+    rendering = ChatRendering(**options)
+    return tokenizer.decode(render_chat_prompt(tokenizer, request.messages, rendering,
+                                               PromptCharLimit.of(tokenizer, 256)).token_ids)
 
 
 @pytest.mark.parametrize("exclude_none", [False, True])

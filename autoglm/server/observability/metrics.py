@@ -144,6 +144,11 @@ class ServerMetrics:
                 (False, "misses", "Deterministic requests the response cache did not hold, by served version."),
             )
         }
+        self._malformed_tool_calls = Counter(
+            "autoglm:malformed_tool_calls", "Tool calls the model wrote wrong under tool_choice 'auto' (left open, "
+            "an undeclared tool, arguments their schema refuses), by the format they were read in.",
+            ["model_name", "parser"], registry=self.registry,
+        )
         self._http_requests = Counter(
             "autoglm:http_requests", "HTTP requests answered, by route and status; 'unmatched' for unknown URLs.",
             ["route", "status"], registry=self.registry,
@@ -214,6 +219,9 @@ class ServerMetrics:
         """A deterministic request looked up in the response cache, labelled as the version counters are."""
         model, version = split_version_id(version_id)
         self._response_cache[hit].labels(model, version).inc()
+
+    def count_malformed_tool_call(self, parser: str) -> None:
+        self._malformed_tool_calls.labels(self.model_name, parser).inc()
 
     def count_http_request(self, route: str, status: int) -> None:
         self._http_requests.labels(route, str(int(status))).inc()

@@ -337,15 +337,18 @@ class ChatMessage(APIModel):
             return content
         return [part.model_dump() for part in content if isinstance(part, TextContentPart)]
 
-    def as_template_input(self) -> dict[str, Any]:
-        """The mapping chat templates expect: role and content (text parts joined with newlines), plus
-        ``name``, ``tool_call_id``, ``tool_calls`` and ``reasoning_content`` (or ``reasoning``) when given,
-        for the templates that use them."""
+    def as_template_input(self, content_format: Literal["string", "openai"] = "string") -> dict[str, Any]:
+        """The mapping chat templates expect: role and content, plus ``name``, ``tool_call_id``,
+        ``tool_calls`` and ``reasoning_content`` (or ``reasoning``) when given, for the templates that use
+        them. The content is text (parts joined with newlines) in the "string" format, and a list of text
+        parts in the "openai" format, for templates that loop over the parts themselves."""
         if isinstance(self.content, list):
-            text = "\n".join(part.text for part in self.content if isinstance(part, TextContentPart))
+            texts = [part.text for part in self.content if isinstance(part, TextContentPart)]
         else:
-            text = self.content or ""
-        message: dict[str, Any] = {"role": self.role, "content": text}
+            texts = [] if self.content is None else [self.content]
+        content: str | list[dict[str, str]] = ("\n".join(texts) if content_format == "string"
+                                               else [{"type": "text", "text": text} for text in texts])
+        message: dict[str, Any] = {"role": self.role, "content": content}
         if self.name is not None:
             message["name"] = self.name
         if self.tool_call_id is not None:
@@ -403,6 +406,12 @@ class ChatCompletionRequest(GenerationRequest):
     # be false), and extra variables for the chat template, which uses them or not.
     continue_final_message: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
+    # vLLM's: a template of the request's own, rendered only where the server trusts request templates.
+    chat_template: str | None = None
+    # Thinking tokens after which the end of thinking is forced and the answer follows (needs a reasoning
+    # parser); vLLM's include_reasoning false leaves the thinking out of the reply.
+    thinking_token_budget: int | None = Field(default=None, ge=0)
+    include_reasoning: bool = True
     tools: list[ToolDefinition] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None  # None: OpenAI's default, true
@@ -447,6 +456,7 @@ class TokenizeRequest(APIModel):
     add_generation_prompt: bool = True
     continue_final_message: bool = False  # as chat completions take them
     chat_template_kwargs: dict[str, Any] | None = None
+    chat_template: str | None = None
 
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> TokenizeRequest:

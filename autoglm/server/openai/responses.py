@@ -74,8 +74,13 @@ def _absent(value: object) -> bool:
 
 
 class AssistantMessage(BaseModel):
+    """The reply; with a reasoning parser, its thinking apart from the answer, under vLLM's two names
+    (``reasoning_content``, which most clients read, and ``reasoning``, its newer spelling)."""
+
     role: Literal["assistant"] = "assistant"
     content: str | None  # None when the reply is only tool calls
+    reasoning_content: str | None = Field(default=None, exclude_if=_absent)
+    reasoning: str | None = Field(default=None, exclude_if=_absent)
     tool_calls: list[ToolCall] | None = Field(default=None, exclude_if=_absent)
 
 
@@ -115,6 +120,8 @@ class DeltaMessage(BaseModel):
 
     role: Literal["assistant"] | None = Field(default=None, exclude_if=_absent)
     content: str | None = Field(default=None, exclude_if=_absent)
+    reasoning_content: str | None = Field(default=None, exclude_if=_absent)  # thinking, as AssistantMessage's
+    reasoning: str | None = Field(default=None, exclude_if=_absent)
     tool_calls: list[DeltaToolCall] | None = Field(default=None, exclude_if=_absent)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from autoglm.server.dependencies import State, allowed_model, get_and_head
-from autoglm.server.openai.chat import tokenize_chat
+from autoglm.server.openai.chat_prompt import ChatRendering, tokenize_chat
+from autoglm.server.openai.chat_template_choice import content_format, request_chat_template
 from autoglm.server.openai.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from autoglm.server.openai.responses import TokenizerInfo
 from autoglm.server.openai.tokenizer_info import tokenizer_info_of
@@ -29,9 +30,11 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     if body.messages is not None:
-        tokens = await tokenize_chat(served.tokenizers, body.messages, body.add_generation_prompt,
-                                     continue_final_message=body.continue_final_message,
-                                     template_kwargs=body.chat_template_kwargs)
+        own_template = request_chat_template(body.chat_template, state.config.chat)
+        template = own_template or served.engine.tokenizer.chat_template
+        rendering = ChatRendering(body.add_generation_prompt, body.continue_final_message, body.chat_template_kwargs,
+                                  own_template, content_format(template, state.config.chat))
+        tokens = (await tokenize_chat(served.tokenizers, body.messages, rendering)).token_ids
     else:
         tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=served.engine.max_context_len, tokens=tokens)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoglm.errors import quote_value
+from autoglm.errors import named_entry
 from autoglm.server.reasoning.think_tags import ThinkTagParser
 from autoglm.thinking import ThinkingPhase
 
@@ -33,11 +33,4 @@ REASONING_PARSERS: dict[str, ReasoningParserSpec] = {spec.key: spec for spec in 
 
 def reasoning_parser_named(key: str) -> ReasoningParserSpec:
     """The parser a reasoning parser setting names."""
-    spec = REASONING_PARSERS.get(key)
-    if spec is None:
-        raise ValueError(f"unknown reasoning parser {quote_value(key)}; known: {known_reasoning_parsers()}")
-    return spec
-
-
-def known_reasoning_parsers() -> str:
-    return ", ".join(REASONING_PARSERS)
+    return named_entry(REASONING_PARSERS, "reasoning parser", key)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autoglm.errors import quote_value
+from autoglm.errors import named_entry
 from autoglm.server.tool_calls import glm45, hermes
 from autoglm.server.tool_calls.glm4 import Glm4ToolCallParser
 from autoglm.server.tool_calls.glm4_history import glm4_history
@@ -70,14 +70,8 @@ def tool_call_family(chat_template: str | None) -> ToolCallFamily | None:
 
 def tool_call_family_named(key: str) -> ToolCallFamily:
     """The family a tool-call parser setting names."""
-    family = TOOL_CALL_PARSERS.get(key)
-    if family is None:
-        raise ValueError(f"unknown tool-call parser {quote_value(key)}; known: {known_tool_call_parsers()}")
-    return family
+    return named_entry(TOOL_CALL_PARSERS, "tool-call parser", key)
 
-
-def known_tool_call_parsers() -> str:
-    return ", ".join(TOOL_CALL_PARSERS)
 
 
 def known_families() -> str:

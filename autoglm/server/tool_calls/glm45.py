@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoglm.server.tool_calls.argument_text import argument_json, is_string_argument, json_string_prefix
-from autoglm.server.tool_calls.parsed import ParsedOutput, ReadCall, ToolCallText, held_back_length, skip_whitespace
+from autoglm.server.tool_calls.parsed import (
+    ParsedOutput,
+    ReadCall,
+    ToolCallText,
+    held_back_length,
+    next_call_start,
+    skip_whitespace,
+)
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 KEY_OPEN, KEY_CLOSE = "<arg_key>", "</arg_key>"
@@ -35,12 +42,9 @@ class Glm45ToolCallParser:
         parsed = ParsedOutput("")
         pos = 0
         while True:
-            start = text.find(OPEN, pos)
-            if start < 0:
-                rest = text[pos:]
-                parsed.content += rest if final else rest[:len(rest) - held_back_length(rest, OPEN)]
+            start = next_call_start(text, pos, OPEN, final, parsed)
+            if start is None:
                 return parsed
-            parsed.content += text[pos:start]
             name_start = skip_whitespace(text, start + len(OPEN))
             name_end = self._name_end(text, name_start)
             if name_end is None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoglm.server.tool_calls.json_scan import scan_json_call
-from autoglm.server.tool_calls.parsed import ParsedOutput, held_back_length, skip_whitespace
+from autoglm.server.tool_calls.parsed import ParsedOutput, next_call_start, skip_whitespace
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -22,12 +22,9 @@ class HermesToolCallParser:
         parsed = ParsedOutput("")
         pos = 0
         while True:
-            start = text.find(OPEN, pos)
-            if start < 0:
-                rest = text[pos:]
-                parsed.content += rest if final else rest[:len(rest) - held_back_length(rest, OPEN)]
+            start = next_call_start(text, pos, OPEN, final, parsed)
+            if start is None:
                 return parsed
-            parsed.content += text[pos:start]
             close = text.find(CLOSE, start)
             body = text if close < 0 else text[:close]
             scanned = scan_json_call(body, skip_whitespace(body, start + len(OPEN)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from autoglm.server.tool_calls.parsed import ReadCall, ToolCallText
 
@@ -10,28 +11,48 @@ from autoglm.server.tool_calls.parsed import ReadCall, ToolCallText
 _CALL_HEAD = re.compile(r'\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\{)')
 
 
-def json_object_end(text: str, start: int) -> int | None:
-    """The index just past the object or array opened at ``text[start]``, or None when the text ends
-    before it closes. Brackets inside strings do not count."""
-    depth, in_string, escaped = 0, False, False
+_CLOSERS = {"{": "}", "[": "]"}
+
+
+@dataclass
+class JsonScan:
+    """How far a JSON object or array written from some start goes: just past its close (``end``), or,
+    while it is still open, the closers it awaits (innermost last) and whether a string is open."""
+
+    end: int | None
+    awaited: list[str] = field(default_factory=list)
+    in_string: bool = False
+    escaped: bool = False  # the open string's last character is a lone backslash
+
+
+def scan_json(text: str, start: int) -> JsonScan:
+    """Scan the object or array opened at ``text[start]``; brackets inside strings do not count."""
+    scan = JsonScan(None)
     for pos in range(start, len(text)):
         char = text[pos]
-        if in_string:
-            if escaped:
-                escaped = False
+        if scan.in_string:
+            if scan.escaped:
+                scan.escaped = False
             elif char == "\\":
-                escaped = True
+                scan.escaped = True
             elif char == '"':
-                in_string = False
+                scan.in_string = False
         elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return pos + 1
-    return None
+            scan.in_string = True
+        elif char in _CLOSERS:
+            scan.awaited.append(_CLOSERS[char])
+        elif char in "}]" and scan.awaited:
+            scan.awaited.pop()
+            if not scan.awaited:
+                scan.end = pos + 1
+                return scan
+    return scan
+
+
+def json_object_end(text: str, start: int) -> int | None:
+    """The index just past the object or array opened at ``text[start]``, or None when the text ends
+    before it closes."""
+    return scan_json(text, start).end
 
 
 def scan_json_call(text: str, start: int) -> ReadCall | None:

@@ -65,6 +65,19 @@ def held_back_length(text: str, marker: str) -> int:
     return 0
 
 
+def next_call_start(text: str, pos: int, marker: str, final: bool, parsed: ParsedOutput) -> int | None:
+    """Where the next `marker` opening a call starts at or after `pos`, the text before it added to
+    `parsed`'s content; None where none follows, the rest added instead, short of what may be the
+    marker's start while the text still grows."""
+    start = text.find(marker, pos)
+    if start < 0:
+        rest = text[pos:]
+        parsed.content += rest if final else rest[:len(rest) - held_back_length(rest, marker)]
+        return None
+    parsed.content += text[pos:start]
+    return start
+
+
 def skip_whitespace(text: str, pos: int) -> int:
     while pos < len(text) and text[pos].isspace():
         pos += 1

@@ -2,8 +2,8 @@
 forcing a call ("required" or a named function), and how calls are read out of the reply."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 from autoglm.errors import quote_value
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.protocol import ChatCompletionRequest, NamedToolChoice, ToolDefinition
-from autoglm.server.tool_calls.families import known_families, tool_call_family
+from autoglm.server.tool_calls.families import ToolCallFamily, known_families, tool_call_family
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
 from autoglm.server.tool_calls.forced_schema import arguments_schema
 from autoglm.server.tool_calls.parsed import FirstCallOnly, ToolCallParser
@@ -27,15 +27,20 @@ class ToolUse:
     # What a reply that made its calls ends with: OpenAI (and vLLM) answer "stop" when tool_choice
     # named the function, "tool_calls" otherwise.
     calls_finish_reason: str = "tool_calls"
+    parser: str = ""  # the format calls are read in, by its parser's name ("" where a grammar wrote them)
+    markers: tuple[str, ...] = ()  # the strings that format writes calls with
+    schemas: Mapping[str, dict[str, Any] | None] = field(default_factory=dict)  # each tool's parameters
 
 
-def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> ToolUse | None:
+def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None, family: ToolCallFamily | None = None,
+                  auto_enabled: bool = True) -> ToolUse | None:
     """The request's use of tools; None when it declares none.
 
     "none" shows the tools to the template and reads no calls; "auto" (the default with tools) reads
-    calls in the format the template teaches (only the first with parallel_tool_calls false);
-    "required" and a named function force a call with a grammar, which works with any model. Whatever the
-    choice, the tools' parameters are checked apart (tool_schemas.py).
+    calls in the format of `family` (the server's tool-call parser), else the one the template teaches
+    (only the first with parallel_tool_calls false), unless the server turned "auto" off; "required" and a
+    named function force a call with a grammar, which works with any model. Whatever the choice, the
+    tools' parameters are checked apart (tool_schemas.py).
     """
     tools = request.tools or []
     choice = request.tool_choice
@@ -53,16 +58,22 @@ def plan_tool_use(request: ChatCompletionRequest, chat_template: str | None) -> 
     if choice == "none":
         return ToolUse(template_tools, None, None)
     if choice in (None, "auto"):
-        family = tool_call_family(chat_template)
+        if not auto_enabled:
+            raise APIError(HTTPStatus.BAD_REQUEST, "this server does not let the model choose its calls "
+                           "(enable_auto_tool_choice is off); use tool_choice 'required', 'none' or name a function",
+                           param="tool_choice", code="invalid_value")
+        family = family or tool_call_family(chat_template)
         if family is None:
             raise APIError(HTTPStatus.BAD_REQUEST, f"tool_choice 'auto' reads calls in the format the model's "
                            f"chat template teaches, and this model's teaches none this server reads "
                            f"({known_families()}); use tool_choice 'required' or name a function",
                            param="tool_choice", code="invalid_value")
         schemas = {tool.function.name: tool.function.parameters for tool in tools}
-        if not request.allows_parallel_calls:
-            return ToolUse(template_tools, None, lambda: FirstCallOnly(family.new_parser(schemas)))
-        return ToolUse(template_tools, None, partial(family.new_parser, schemas))
+        parser_of_request = family.new_parser
+        new_parser: Callable[[], ToolCallParser] = (
+            partial(parser_of_request, schemas) if request.allows_parallel_calls
+            else lambda: FirstCallOnly(parser_of_request(schemas)))
+        return ToolUse(template_tools, None, new_parser, parser=family.key, markers=family.markers, schemas=schemas)
     if choice == "required":
         return ToolUse(template_tools, calls_grammar(tools, request.allows_parallel_calls), CallArrayParser)
     tool = _named_tool(tools, choice)

@@ -8,7 +8,7 @@ import jinja2
 import pytest
 
 from autoglm.server.reasoning.phase import prompt_phase
-from autoglm.server.reasoning.registry import (REASONING_PARSERS, known_reasoning_parsers,
+from autoglm.server.reasoning.registry import (REASONING_PARSERS,
                                                reasoning_parser_named)
 from autoglm.server.reasoning.split import ReasoningSplit
 from autoglm.server.reasoning.stream import ReasoningStream
@@ -49,7 +49,7 @@ def test_the_glm_templates_generation_prompts_leave_thinking_as_their_models_exp
 
 
 def test_the_reasoning_parsers_are_found_by_name():
-    assert known_reasoning_parsers() == "glm45, qwen3, deepseek_r1"
+    assert list(REASONING_PARSERS) == ["glm45", "qwen3", "deepseek_r1"]
     for key, spec in REASONING_PARSERS.items():
         assert reasoning_parser_named(key) is spec and spec.key == key
         assert (spec.start, spec.end) == ("<think>", "</think>")

@@ -6,7 +6,7 @@ import pytest
 
 from autoglm.engine.tokenize import PromptCharLimit
 from autoglm.server.openai.protocol import ChatMessage
-from autoglm.server.openai.chat import render_chat_prompt
+from autoglm.server.openai.chat_prompt import ChatRendering, render_chat_prompt
 from autoglm.server.tool_calls.families import tool_call_family
 from autoglm.server.tool_calls.glm4_history import glm4_history
 from tests.server.tool_calls.templates import GLM4_0414_TEMPLATE, GLM4_9B_CHAT_TEMPLATE, QWEN_TEMPLATE
@@ -29,9 +29,9 @@ RENDERED_TURNS = ('<|user|>\nWeather in Paris?<|assistant|>get_weather\n{"city":
 def render(template: str, messages: list[dict[str, object]]) -> str:
     tokenizer = build_tiny_tokenizer(512)
     tokenizer.chat_template = template
-    token_ids = render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in messages], True,
-                                   PromptCharLimit.of(tokenizer, 4096), tools=TOOLS)
-    return tokenizer.decode(token_ids)
+    rendered = render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in messages], ChatRendering(),
+                                  PromptCharLimit.of(tokenizer, 4096), tools=TOOLS)
+    return tokenizer.decode(rendered.token_ids)
 
 
 @pytest.mark.parametrize("template", [GLM4_0414_TEMPLATE, GLM4_9B_CHAT_TEMPLATE], ids=["GLM-4-0414", "GLM-4-9B-Chat"])

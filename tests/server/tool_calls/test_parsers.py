@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.protocol import ChatCompletionRequest
 from autoglm.server.tool_calls.families import tool_call_family_named
 from autoglm.server.tool_calls.forced import CallArrayParser, NamedFunctionParser
@@ -180,3 +181,17 @@ def test_json_calls_stream_their_arguments_as_written(key, transcript, how, toke
         for index, (start, end) in enumerate(spans):
             if start < fed <= end:
                 assert arguments[index] == transcript.text[start:fed]
+
+
+def test_the_servers_parser_overrides_the_template_and_auto_may_be_switched_off():
+    request = ChatCompletionRequest.model_validate({
+        "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [{"type": "function", "function": {"name": name}} for name in NAMES]})
+    named = plan_tool_use(request, QWEN_TEMPLATE, tool_call_family_named("glm45"))
+    assert named.parser == "glm45" and "<arg_key>" in named.markers and set(named.schemas) == set(NAMES)
+    assert plan_tool_use(request, QWEN_TEMPLATE).parser == "hermes"
+    with pytest.raises(APIError) as refused:
+        plan_tool_use(request, QWEN_TEMPLATE, auto_enabled=False)
+    assert refused.value.body.error.param == "tool_choice" and "enable_auto_tool_choice" in str(refused.value)
+    forced = request.model_copy(update={"tool_choice": "required"})
+    assert plan_tool_use(forced, QWEN_TEMPLATE, auto_enabled=False).constraint is not None

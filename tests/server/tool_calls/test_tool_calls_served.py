@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 from autoglm.engine.tokenize import PromptCharLimit
 from autoglm.server.openai.errors import APIError
 from autoglm.server.openai.protocol import ChatCompletionRequest, ChatMessage
-from autoglm.server.openai.chat import render_chat_prompt
+from autoglm.server.openai.chat_prompt import ChatRendering, render_chat_prompt
 from autoglm.server.tool_calls.tool_schemas import check_tool_schemas
 from autoglm.server.tool_calls.tool_use import plan_tool_use
 from tests.optional_packages import needs_xgrammar
@@ -188,9 +188,9 @@ def test_a_tool_result_goes_back_through_the_template(qwen_server):
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 degrees"},
     ]
     tokenizer = AutoTokenizer.from_pretrained(qwen_server.state.config.engine.model.model)
-    token_ids = render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in history], True,
-                                   PromptCharLimit.of(tokenizer, 512), tools=[TOOLS[0]])
-    rendered = tokenizer.decode(token_ids)
+    rendered = tokenizer.decode(render_chat_prompt(tokenizer, [ChatMessage.model_validate(m) for m in history],
+                                                   ChatRendering(), PromptCharLimit.of(tokenizer, 512),
+                                                   tools=[TOOLS[0]]).token_ids)
     assert "<tools>get_weather</tools>" in rendered  # the tools, for the model to read
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 1}}' in rendered
     assert "<tool_response>\nsunny, 21 degrees\n</tool_response>" in rendered
