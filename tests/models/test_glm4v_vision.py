@@ -143,3 +143,24 @@ def test_frames_of_a_video_row_are_encoded_as_images(checkpoint):
         ours = load_encoder(folder)(pixel_values, grid_thw)
     expected = reference(model, pixel_values, torch.tensor([[1, 4, 4], [1, 4, 4]]))
     assert (ours - expected).abs().max() < PARITY_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"num_heads": 3}, "must divide by num_heads 3"),
+        ({"hidden_size": 40, "num_heads": 4}, "head_dim 10 must be a multiple of 4"),
+        ({"image_size": 100}, "multiple of patch_size 14"),
+        ({"patch_size": [14, 14]}, "patch_size must be one integer"),
+        ({"rope_parameters": {"rope_type": "default"}}, "rope_type 'default' is not supported; supported: axial"),
+    ],
+)
+def test_bad_vision_configs_say_what_is_wrong(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        Glm4vVisionConfig.from_dict({**VISION_CONFIG, **overrides})
+
+
+def test_a_text_only_config_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text('{"hidden_size": 32}')
+    with pytest.raises(ValueError, match="no 'vision_config'"):
+        Glm4vVisionConfig.from_pretrained(tmp_path)
