@@ -27,7 +27,7 @@ def _make_model(args: argparse.Namespace) -> int:
 
     overrides = dict(args.override)
     if args.layers is not None:
-        overrides["num_hidden_layers"] = args.layers
+        overrides[MODEL_SHAPES[args.shape].layers_key] = args.layers
     folder = make_model(args.shape, args.out, dtype=args.dtype, seed=args.seed, overrides=overrides)
     print(f"wrote a random-weight {args.shape} checkpoint ({args.dtype}, seed {args.seed}) to {folder}")
     return 0
@@ -43,5 +43,6 @@ def add_make_model_command(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="the same seed writes the same weights (default: %(default)s)")
     parser.add_argument("--override", type=_config_override, action="append", default=[], metavar="KEY=VALUE",
-                        help="replace one config.json value (JSON), e.g. hidden_size=64; repeatable")
+                        help="replace one config.json value (JSON), e.g. hidden_size=64, or a nested one, "
+                             "e.g. text_config.hidden_size=64; repeatable")
     parser.set_defaults(handler=_make_model)

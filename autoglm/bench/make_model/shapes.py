@@ -3,22 +3,12 @@
 Each entry holds the ``config.json`` values of the published checkpoint, in the hub's
 spelling (``rope_theta``, ``rope_scaling``, ``partial_rotary_factor``); only the weights are
 random. ``glm-4-9b`` is glm-4-9b-chat-hf's shape under the ``Glm4ForCausalLM`` architecture
-the engine serves.
+the engine serves. The vision-language shapes are in ``vision_language_shapes``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A transformers ``model_type`` and the config values that give a real model's size."""
-
-    model_type: str
-    architecture: str
-    config: dict[str, Any] = field(default_factory=dict)
-
+from autoglm.bench.make_model.model_shape import ModelShape
+from autoglm.bench.make_model.vision_language_shapes import VISION_LANGUAGE_SHAPES
 
 MODEL_SHAPES: dict[str, ModelShape] = {
     "qwen2.5-0.5b": ModelShape(
@@ -90,5 +80,5 @@ MODEL_SHAPES: dict[str, ModelShape] = {
             "eos_token_id": [151329, 151336, 151338],
         },
     ),
+    **VISION_LANGUAGE_SHAPES,
 }
-

@@ -7,10 +7,13 @@ not know decode to nothing.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 PAD_TOKEN, EOS_TOKEN = "<|pad|>", "<|endoftext|>"
+BASE_SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN)
 TARGET_VOCAB_SIZE = 1024
 # Each message on its own lines after its role's tag, so /v1/chat/completions works on these checkpoints too.
 CHAT_TEMPLATE = (
@@ -32,15 +35,34 @@ TRAINING_TEXT = (
 )
 
 
-def build_bench_tokenizer(model_vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE of at most ``min(TARGET_VOCAB_SIZE, model_vocab_size)`` entries."""
+def special_token_ids(special_tokens: Sequence[str] = ()) -> dict[str, int]:
+    """Where the tokenizer puts its special tokens: first in the vocabulary, pad and end before the markers.
+
+    Fixed ids let a config point at the markers without building the tokenizer.
+    """
+    return {token: token_id for token_id, token in enumerate((*BASE_SPECIAL_TOKENS, *special_tokens))}
+
+
+def build_bench_tokenizer(
+    model_vocab_size: int, special_tokens: Sequence[str] = (), chat_template: str = CHAT_TEMPLATE
+) -> PreTrainedTokenizerFast:
+    """A byte-level BPE of at most ``min(TARGET_VOCAB_SIZE, model_vocab_size)`` entries.
+
+    ``special_tokens`` (a model's markers, such as its image tokens) stay whole in encoding and are
+    skipped in decoding, as in the model's own tokenizer.
+    """
+    duplicated = sorted({token for token in special_tokens if special_tokens.count(token) > 1}
+                        | set(BASE_SPECIAL_TOKENS) & set(special_tokens))
+    if duplicated:
+        raise ValueError(f"special tokens must be distinct and not {', '.join(BASE_SPECIAL_TOKENS)}; "
+                         f"repeated: {', '.join(duplicated)}")
     vocab_size = min(TARGET_VOCAB_SIZE, model_vocab_size)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[PAD_TOKEN, EOS_TOKEN],
+        special_tokens=list(special_token_ids(special_tokens)),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -50,6 +72,9 @@ def build_bench_tokenizer(model_vocab_size: int) -> PreTrainedTokenizerFast:
             f"a vocabulary of {model_vocab_size} is too small for a byte-level tokenizer, which needs "
             f"{tokenizer.get_vocab_size()} entries; use a vocab_size of at least that"
         )
-    bench_tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=PAD_TOKEN, eos_token=EOS_TOKEN)
-    bench_tokenizer.chat_template = CHAT_TEMPLATE
+    markers = {"extra_special_tokens": list(special_tokens)} if special_tokens else {}
+    bench_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=PAD_TOKEN, eos_token=EOS_TOKEN, **markers
+    )
+    bench_tokenizer.chat_template = chat_template
     return bench_tokenizer
