@@ -13,7 +13,6 @@ from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTo
 
 from autoglm.bench.cli import main
 from autoglm.bench.make_model.checkpoint import shape_config
-from autoglm.bench.make_model.chat_templates import GLM4V_CHAT_TEMPLATE
 
 TINY_SHAPES = {
     # shape: (architecture, config fields of the image markers, the markers an image part renders as)
@@ -106,10 +105,6 @@ def test_chat_template_refuses_an_unknown_content_part(tiny_folder):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with pytest.raises(Exception, match="type text or image, not audio"):
         tokenizer.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}], tokenize=False)
-
-
-def test_glm4v_template_renders_the_published_role_layout():
-    assert GLM4V_CHAT_TEMPLATE.startswith("{% for message in messages %}<|{{ message['role'] }}|>\n")
 
 
 # ---- autoglm-phone-9b: the published size ------------------------------------------------
