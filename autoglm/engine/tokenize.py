@@ -7,6 +7,7 @@ from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.multimodal import MultiModalPrompt
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class TokenizedPrompt:
 
     token_ids: list[int]
     text: str | None = None
+    multi_modal: MultiModalPrompt | None = None  # the images whose placeholder tokens the ids hold
 
 
 # Text, token ids, or token ids with the text they came from (the server tokenizes before it sends).
