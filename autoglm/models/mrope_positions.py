@@ -74,7 +74,7 @@ def _image_runs(token_ids: list[int], image_token_id: int) -> list[tuple[int, in
 
 def _merged_rows_columns(number: int, grid: ImageGrid, spatial_merge_size: int) -> tuple[int, int]:
     """An image's token rows and columns after the merger fuses ``m x m`` patches."""
-    if len(grid) != 3 or any(type(size) is not int for size in grid):
+    if not isinstance(grid, (tuple, list)) or len(grid) != 3 or any(type(size) is not int for size in grid):
         raise ValueError(f"image {number}: grid_thw must be three ints (frames, rows, columns), got {grid!r}")
     frames, rows, columns = grid
     if frames != 1:

@@ -1,6 +1,7 @@
 """M-RoPE positions and angles against transformers' GLM-4.1V and Qwen2.5-VL, built tiny and random."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -30,7 +31,7 @@ class Family:
 
     architecture: str
     model: torch.nn.Module
-    apply_rotary: object
+    apply_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]]
     interleaved: bool
     mrope_section: list[int]
 
@@ -62,8 +63,8 @@ def qwen2_5_vl() -> Family:
     """Head dim 16, all of it rotated half against half: 8 frequencies."""
     section = [2, 3, 3]
     rope = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": section}
-    config = Qwen2_5_VLConfig(text_config=text_config(32, rope), vision_config={**VISION_CONFIG, "fullatt_block_indexes": [0]},
-                              image_token_id=IMAGE_TOKEN)
+    vision = {**VISION_CONFIG, "fullatt_block_indexes": [0]}
+    config = Qwen2_5_VLConfig(text_config=text_config(32, rope), vision_config=vision, image_token_id=IMAGE_TOKEN)
     return Family("Qwen2_5_VLForConditionalGeneration", modeling_qwen2_5_vl.Qwen2_5_VLModel(config).eval(),
                   modeling_qwen2_5_vl.apply_rotary_pos_emb, interleaved=False, mrope_section=section)
 
@@ -159,8 +160,9 @@ def test_text_positions_give_exactly_the_plain_rotary_angles(family: Family, dty
     ([5, (1, 4, 4)], [(2, 4, 4)], "one temporal patch"),
     ([5, (1, 4, 4)], [(1, 4, 5)], "multiples of the merge size"),
     ([5, (1, 4, 4)], [(1, 4)], "three ints"),
+    ([5, (1, 4, 4)], [4], "three ints"),
     ([], [], "at least one token"),
-], ids=["grid missing", "run length", "frames", "merge", "grid shape", "empty"])
+], ids=["grid missing", "run length", "frames", "merge", "grid shape", "grid type", "empty"])
 def test_bad_prompts_are_named(pieces: list, images: list, message: str) -> None:
     token_ids, _ = build_prompt(pieces)
     with pytest.raises(ValueError, match=message):
