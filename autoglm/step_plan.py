@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from autoglm.multimodal import ImageInput
+
 ALL_TOKENS_ALLOWED = -1  # a token bitmask's int32 word with all 32 bits set
 
 
@@ -56,6 +58,18 @@ class PromptScoring:
     num_top: int  # top-N alternatives to return per position (0: none)
 
 
+@dataclass(frozen=True)
+class ImageRows:
+    """Rows of one encoded image that stand for a run of the step's tokens: the encoder's rows
+    ``first_row..first_row + num_rows - 1`` of the image keyed ``key`` replace the input embeddings
+    of the batch tokens from ``token_index`` on."""
+
+    token_index: int
+    key: bytes
+    first_row: int
+    num_rows: int
+
+
 @dataclass
 class StepPlan:
     """Everything the runner needs for one forward pass and the sampling after it."""
@@ -78,6 +92,14 @@ class StepPlan:
     token_bitmask: torch.Tensor | None = None
     # Whether this step runs on the compiled CPU kernels: the engine switches between steps, every rank alike.
     use_cpu_kernels: bool = False
+    # Vision-language steps only (left empty when no row has a prompt with images):
+    # [3, T] long: each token's temporal, height and width rotary positions, in place of ``positions``.
+    mrope_positions: torch.Tensor | None = None
+    # Images the runner encodes before the forward, in one encoder call, and keeps by content hash.
+    encode_images: list[ImageInput] = field(default_factory=list)
+    image_rows: list[ImageRows] = field(default_factory=list)
+    # Keys of encoded images the runner drops first: no unfinished sequence has their placeholders left to compute.
+    drop_images: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):

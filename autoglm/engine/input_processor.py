@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.errors import ContextLengthExceededError
+from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.sched.block_manager import BlockManager
 from autoglm.engine.tokenize import Prompt, PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
 from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.models.image_input_spec import ImageInputSpec
+from autoglm.multimodal import MultiModalPrompt
 from autoglm.sampling_params import SamplingParams
 
 
@@ -25,19 +28,22 @@ class CheckedRequest:
     prompt: str | None  # the prompt's text; None if it came as bare ids
     token_ids: list[int]
     max_tokens: int  # new tokens it may generate, max_tokens or what the context leaves
+    vision: PromptVision | None = None  # the prompt's images; None: text alone
 
 
 class InputProcessor:
-    """The model's limits a request must fit: its vocabulary, its context, the KV cache, the priority bound."""
+    """The model's limits a request must fit: its vocabulary, its context, the KV cache, the priority bound,
+    and the images it takes (``image_spec``; None: none)."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, vocab_size: int, max_context_len: int,
-                 block_manager: BlockManager, max_abs_priority: int) -> None:
+                 block_manager: BlockManager, max_abs_priority: int, image_spec: ImageInputSpec | None = None) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_context_len = max_context_len
         self.prompt_char_limit = PromptCharLimit.of(tokenizer, max_context_len)
         self._block_manager = block_manager
         self._max_abs_priority = max_abs_priority
+        self._image_spec = image_spec
 
     def check_params(self, params: SamplingParams) -> None:
         """The token ids the parameters name are in the vocabulary; the error names the parameter first."""
@@ -62,7 +68,8 @@ class InputProcessor:
         InvalidRequestError naming what is wrong and what is allowed. ``open_requests``: the ids in use."""
         self.check_request_id(request_id, open_requests)
         self._check_priority(priority)
-        text, token_ids = self._tokenize(prompt)
+        text, token_ids, multi_modal = self._tokenize(prompt)
+        vision = PromptVision.build(token_ids, multi_modal, self._image_spec)
         self.check_params(params)
         max_tokens = self._resolve_max_tokens(len(token_ids), params)
         blocks = self._block_manager.max_blocks_per_seq(len(token_ids) + max_tokens)
@@ -71,17 +78,18 @@ class InputProcessor:
                 f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
                 f"cache holds only {self._block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
-        return CheckedRequest(text, token_ids, max_tokens)
+        return CheckedRequest(text, token_ids, max_tokens, vision)
 
-    def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int]]:
-        """The prompt's text (None if it came as bare ids) and its checked token ids; text is
+    def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int], MultiModalPrompt | None]:
+        """The prompt's text (None if it came as bare ids), its checked token ids and its images; text is
         tokenized here, in the caller's thread, unless it is longer than any context could hold."""
         text: str | None = None
+        multi_modal: MultiModalPrompt | None = None
         if isinstance(prompt, str):
             self.check_prompt_text(prompt)
             text, token_ids = prompt, encode_text(self.tokenizer, prompt)
         elif isinstance(prompt, TokenizedPrompt):
-            text, token_ids = prompt.text, prompt.token_ids
+            text, token_ids, multi_modal = prompt.text, prompt.token_ids, prompt.multi_modal
         else:
             token_ids = prompt
         if not (isinstance(token_ids, (list, tuple)) and all(isinstance(t, int) for t in token_ids)):
@@ -90,7 +98,7 @@ class InputProcessor:
         if not token_ids:
             raise InvalidRequestError("prompt is empty; give at least one token")
         self.check_token_ids(token_ids, "prompt")
-        return text, token_ids
+        return text, token_ids, multi_modal
 
     def _check_priority(self, priority: int) -> None:
         """A bounded priority: aging lifts a waiting request by one level per aging period, so an

@@ -40,9 +40,11 @@ from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.proposer import max_lookahead
 from autoglm.engine.speculative.verify import num_accepted
+from autoglm.engine.step_images import EncodedImages
 from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import SampledToken, StepResult, step_result
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use, wait_for_cpu_kernels
+from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.models.linear_method import CpuKernelLinearMethod, measure_row_limits
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
@@ -77,7 +79,9 @@ class LLMEngine:
             reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
         )
         self.inputs = InputProcessor(self.tokenizer, self.model_config.vocab_size, self.max_context_len,
-                                     self.block_manager, config.scheduler.max_abs_priority)
+                                     self.block_manager, config.scheduler.max_abs_priority,
+                                     ImageInputSpec.of(self.model_config))
+        self.encoded_images = EncodedImages()  # the images the runner holds encoded
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
@@ -192,7 +196,7 @@ class LLMEngine:
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority, tenant=tenant,
                 cache_salt=cache_salt, seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
-                constraint=self._new_constraint(params),
+                constraint=self._new_constraint(params), vision=checked.vision,
             ))
         state = RequestState(
             request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=params,
@@ -347,6 +351,7 @@ class LLMEngine:
         """Every running sequence computes its KV again from the start, the failed step (and any step in
         flight after it) forgotten; the ids of their requests, in order."""
         self._in_flight = None
+        self.encoded_images.forget_all()
         requeued = self.scheduler.requeue_running()
         for seq in requeued:
             if seq.last_token_pending:
@@ -397,7 +402,13 @@ class LLMEngine:
         planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.cache.block_size, self.eos_token_ids,
                                   proposals, previous.planned if previous else None)
         planned.plan.use_cpu_kernels = self.kernel_switch.in_use
+        self.encoded_images.plan(planned, self._unfinished_seqs())
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
+
+    def _unfinished_seqs(self) -> list[Sequence]:
+        """Every sequence still to run, waiting, running or not yet queued (n > 1 completions)."""
+        return [completion.seq for state in self.requests.values() for completion in state.completions
+                if not completion.seq.is_finished]
 
     def _complete(self, launched: LaunchedStep) -> list[RequestOutput]:
         """Read a launched step's tokens (waiting for them if need be) and hand them to the sequences."""

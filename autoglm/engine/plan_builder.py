@@ -8,6 +8,7 @@ import torch
 
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.structured_output import build_token_bitmask
+from autoglm.models.mrope_positions import mrope_decode_positions
 from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
 
 
@@ -93,8 +94,21 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
         deferred_positions=deferred_positions,
         deferred_sources=deferred_sources,
         token_bitmask=build_token_bitmask([seq.constraint for seq in sampled_seqs]),
+        mrope_positions=_mrope_positions(seqs, query_lens, seq_lens),
     )
     return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
+
+
+def _mrope_positions(seqs: list[Sequence], query_lens: list[int], seq_lens: list[int]) -> torch.Tensor | None:
+    """Every token's three-axis rotary positions when some row's prompt has images, else None. A row
+    without images stands at its index on all three axes, as its 1-D position would."""
+    if all(seq.vision is None for seq in seqs):
+        return None
+    return torch.cat([
+        mrope_decode_positions(torch.arange(seq_len - query_len, seq_len), 0) if seq.vision is None
+        else seq.vision.rotary_positions(seq_len - query_len, seq_len)
+        for seq, query_len, seq_len in zip(seqs, query_lens, seq_lens)
+    ], dim=1)
 
 
 def row_sampling(seq: Sequence, eos_token_ids: set[int], proposed: list[int] | None = None) -> RowSampling:

@@ -6,6 +6,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.structured_output import SequenceConstraint
 from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.sampling_params import SamplingParams
@@ -78,6 +79,7 @@ class Sequence:
     seed: int = 0  # every draw of this completion derives from it (see the engine's _sequence_seed)
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
     constraint: SequenceConstraint | None = field(default=None, repr=False)  # what limits its tokens; None: free
+    vision: PromptVision | None = field(default=None, repr=False)  # its prompt's images; None: text alone
     queued_step: int | None = None  # scheduler step at which the request was first queued
     # token_ids ends with PENDING_TOKEN, standing for the token a launched step sampled but the engine has
     # not read yet (async scheduling); the next plan defers that input to the device.

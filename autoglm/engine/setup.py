@@ -128,11 +128,16 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
 
 
 def check_tensor_parallel_split(config: EngineConfig) -> None:
-    """A ValueError naming the model's dimension that tensor_parallel_size does not divide, read from the
-    checkpoint's config alone, so that a command can refuse the settings before it starts anything."""
-    if config.parallel.tensor_parallel_size > 1:
-        partition_model(ModelConfig.from_pretrained(resolve_model_path(config.model.model)), 0,
-                        config.parallel.tensor_parallel_size)
+    """A ValueError naming the model's dimension that tensor_parallel_size does not divide, or refusing a
+    vision-language model (its ranks would each need the step's image rows, which no worker receives yet),
+    read from the checkpoint's config alone, so that a command can refuse the settings before it starts anything."""
+    size = config.parallel.tensor_parallel_size
+    if size > 1:
+        model_config = ModelConfig.from_pretrained(resolve_model_path(config.model.model))
+        if model_config.vision is not None:
+            raise ValueError(f"{model_config.architecture} takes images, which run on one device only: "
+                             f"tensor_parallel_size must be 1, got {size}")
+        partition_model(model_config, 0, size)
 
 
 def _start_workers(config: EngineConfig, device: torch.device) -> WorkerGroup:

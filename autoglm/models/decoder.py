@@ -82,8 +82,11 @@ class DecoderModel(nn.Module):
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        hidden = self.embed_tokens(input_ids)
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                input_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """``input_embeds``: the tokens' input embeddings where a caller made them (a vision-language model
+        puts image rows among them); else looked up from ``input_ids``."""
+        hidden = self.embed_tokens(input_ids) if input_embeds is None else input_embeds
         angles = self.rotary_emb(positions, hidden.dtype)  # shared by every layer
         residual = None
         for layer in self.layers:

@@ -16,7 +16,12 @@ from autoglm.models.quantization_config import CheckpointQuantization, parse_qua
 # Values a family's transformers config class assumes when config.json leaves them out.
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "Glm4ForCausalLM": {"partial_rotary_factor": 0.5, "attention_bias": True},
+    "Glm4vForConditionalGeneration": {"partial_rotary_factor": 0.5, "attention_bias": True},
 }
+# Vision-language architectures: their decoder's settings sit in a nested ``text_config``.
+VISION_LANGUAGE_ARCHITECTURES = frozenset({"Glm4vForConditionalGeneration"})
+# Keys of the outer config that speak for the whole checkpoint, its decoder included.
+_OUTER_KEYS = ("architectures", "tie_word_embeddings", "quantization_config")
 _DEFAULT_ROPE_THETA = 10000.0
 
 
@@ -37,6 +42,16 @@ class RopeConfig:
     mscale_all_dim: float | None = None  # yarn
     attention_factor: float | None = None  # yarn
     truncate: bool = True  # yarn: round the correction range to whole dims
+    mrope_section: tuple[int, ...] | None = None  # multimodal rotary: frequencies per position axis
+
+
+@dataclass(frozen=True)
+class VisionLanguageConfig:
+    """What a vision-language checkpoint adds to its decoder: the image placeholder token its prompts
+    expand, and its vision tower's settings, which the model's own encoder parses."""
+
+    image_token_id: int
+    vision_config: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,7 @@ class ModelConfig:
     bos_token_id: int | None
     torch_dtype: str | None  # the checkpoint's dtype name, e.g. "bfloat16"
     quantization: CheckpointQuantization | None = None  # a pre-quantized checkpoint's weight storage
+    vision: VisionLanguageConfig | None = None  # None: a text-only model
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
@@ -78,13 +94,15 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:
         """Parse a config dict; ``source`` names the file in error messages."""
-        fields = _ConfigFields(data, source)
-        architectures = fields.required("architectures")
+        architectures = _ConfigFields(data, source).required("architectures")
         if not isinstance(architectures, list) or not architectures or not isinstance(architectures[0], str):
             raise ValueError(
                 f"{source}: 'architectures' must be a non-empty list of names, got {architectures!r}"
             )
         architecture = architectures[0]
+        vision = _vision_language_config(data, architecture, source)
+        data = _decoder_settings(data, architecture, source)
+        fields = _ConfigFields(data, source)
         defaults = _FAMILY_DEFAULTS.get(architecture, {})
         num_attention_heads = fields.positive_int("num_attention_heads")
         num_key_value_heads = fields.positive_int("num_key_value_heads", default=num_attention_heads)
@@ -120,7 +138,36 @@ class ModelConfig:
             torch_dtype=data.get("dtype") or data.get("torch_dtype"),
             quantization=(None if data.get("quantization_config") is None
                           else parse_quantization_config(data["quantization_config"], source)),
+            vision=vision,
         )
+
+
+def _decoder_settings(data: dict[str, Any], architecture: str, source: str) -> dict[str, Any]:
+    """The decoder's settings: the config itself, or for a vision-language checkpoint its ``text_config``
+    under the outer config's architecture, tying and quantization (its dtype where the text names none)."""
+    if architecture not in VISION_LANGUAGE_ARCHITECTURES:
+        return data
+    text = data.get("text_config")
+    if not isinstance(text, dict):
+        raise ValueError(f"{source}: {architecture} keeps its decoder's settings in a 'text_config' object, "
+                         f"got {text!r}")
+    fallbacks = {key: data[key] for key in ("dtype", "torch_dtype") if key in data}
+    return {**fallbacks, **text, **{key: data[key] for key in _OUTER_KEYS if key in data}}
+
+
+def _vision_language_config(data: dict[str, Any], architecture: str, source: str) -> VisionLanguageConfig | None:
+    """The image placeholder and vision tower of a vision-language checkpoint; None for a text-only one."""
+    if architecture not in VISION_LANGUAGE_ARCHITECTURES:
+        return None
+    fields = _ConfigFields(data, source)
+    vision_config = fields.required("vision_config")
+    if not isinstance(vision_config, dict):
+        raise ValueError(f"{source}: 'vision_config' must be a JSON object, got {vision_config!r}")
+    image_token_id = fields.required("image_token_id")
+    if isinstance(image_token_id, bool) or not isinstance(image_token_id, int) or image_token_id < 0:
+        raise ValueError(f"{source}: 'image_token_id' must be a token id (an integer of at least 0), "
+                         f"got {image_token_id!r}")
+    return VisionLanguageConfig(image_token_id, vision_config)
 
 
 class _ConfigFields:
@@ -191,6 +238,7 @@ def _parse_rope(
         mscale_all_dim=rope.get("mscale_all_dim"),
         attention_factor=rope.get("attention_factor"),
         truncate=bool(rope.get("truncate", True)),
+        mrope_section=None if rope.get("mrope_section") is None else tuple(rope["mrope_section"]),
     )
 
 

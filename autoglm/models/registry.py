@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from autoglm.models.decoder import DecoderForCausalLM
 from autoglm.models.glm4 import Glm4ForCausalLM
+from autoglm.models.glm4v import Glm4vForConditionalGeneration
 from autoglm.models.llama import LlamaForCausalLM
 from autoglm.models.qwen2 import Qwen2ForCausalLM
 from autoglm.models.qwen3 import Qwen3ForCausalLM
 
 _MODEL_CLASSES: dict[str, type[DecoderForCausalLM]] = {
     "Glm4ForCausalLM": Glm4ForCausalLM,
+    "Glm4vForConditionalGeneration": Glm4vForConditionalGeneration,
     "LlamaForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,

@@ -11,6 +11,7 @@ from autoglm.attention import Attention, AttentionBackend, ForwardContext, selec
 from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
 from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
+from autoglm.runner.encoder_cache import EncoderCache
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
@@ -44,6 +45,8 @@ class ModelRunner:
             padded_decode = None
         self.padded_decode = PaddedDecode(model, self.forward_context, padded_decode, num_blocks, block_size,
                                           device) if padded_decode else None
+        # A vision-language model's encoded images, kept between the steps that read them.
+        self.encoder_cache = EncoderCache(model.encode_images, device) if hasattr(model, "encode_images") else None
         self.sampler = Sampler()
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
@@ -77,12 +80,18 @@ class ModelRunner:
                 input_ids, positions, metadata = padded.prepare(plan)
             else:
                 input_ids = tensor_to_device(plan.input_ids, self.device)
-                positions = tensor_to_device(plan.positions, self.device)
+                rotary_positions = plan.positions if plan.mrope_positions is None else plan.mrope_positions
+                positions = tensor_to_device(rotary_positions, self.device)
                 metadata = self.attention_backend.build_metadata(plan, self.device)
             self._fill_deferred(plan, input_ids)
             self._last_sampled = None  # until this step samples
+        with profiler.phase(FORWARD):
+            images = self.encoder_cache.step_embeddings(plan) if self.encoder_cache is not None else None
         with profiler.phase(FORWARD), self.forward_context.step(metadata):
-            hidden = padded.forward(input_ids, positions) if padded else self.model(input_ids, positions)
+            if padded:
+                hidden = padded.forward(input_ids, positions)
+            else:
+                hidden = self.model(input_ids, positions) if images is None else self.model(input_ids, positions, images)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
         if not logit_tokens:

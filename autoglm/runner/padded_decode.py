@@ -4,7 +4,8 @@ A decode step's forward is hundreds of small kernels; launched one by one from P
 more than the work on a fast GPU. Captured once per batch size at start and replayed, a step
 costs one launch. Steps are padded up to the next captured size (1, 2, 4, then every multiple of
 8 up to ``max_num_seqs``, as vLLM pads), and steps with a prompt chunk, scored prompt tokens or
-more rows than the largest size run eagerly as before.
+more rows than the largest size run eagerly as before, and so do steps with three-axis rotary positions (a
+vision-language prompt's rows), which the buffers do not hold.
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class PaddedDecode:
 
     def serves(self, plan: StepPlan) -> bool:
         rows = len(plan.query_lens)
-        return 0 < rows <= self.batch_sizes[-1] and plan.num_decode_tokens == rows and not plan.prompt_scoring
+        return (0 < rows <= self.batch_sizes[-1] and plan.num_decode_tokens == rows and not plan.prompt_scoring
+                and plan.mrope_positions is None)
 
     def prepare(self, plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """Fill the buffers from ``plan``: its padded token ids and positions, and the metadata viewing them."""

@@ -6,7 +6,9 @@ sequences (refcount > 0, not in ``_free``). A free block may still hold a cached
 pool needs room. Only full blocks are ever hashed.
 
 A block's hash mixes in the manager's ``cache_salt`` and its sequence's own (a tenant's, see
-:func:`salt_bytes`): sequences see each other's cached prefixes only under the same salt.
+:func:`salt_bytes`): sequences see each other's cached prefixes only under the same salt. A block
+that holds image placeholders also mixes in those images' content hashes and offsets: the same
+image hits, another image of the same size (the same placeholder tokens) misses.
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from collections import OrderedDict
 from autoglm.engine.sequence import Sequence
 
 
-def hash_block(parent_hash: bytes, token_ids: list[int], salt: bytes) -> bytes:
-    """A full block's identity: its parent's hash (so the whole prefix), its tokens, the salt."""
+def hash_block(parent_hash: bytes, token_ids: list[int], salt: bytes, images: bytes = b"") -> bytes:
+    """A full block's identity: its parent's hash (so the whole prefix), its tokens, the salt, and the
+    digest of the images whose placeholders it holds (empty for text)."""
     digest = hashlib.blake2b(parent_hash, digest_size=16)
     digest.update(salt)
     digest.update(array("q", token_ids).tobytes())
+    digest.update(images)
     return digest.digest()
 
 
@@ -88,7 +92,8 @@ class BlockManager:
         for index in range(len(seq.block_hashes), num_tokens // size):
             parent = seq.block_hashes[-1] if seq.block_hashes else b""
             tokens = seq.token_ids[index * size : (index + 1) * size]
-            seq.block_hashes.append(hash_block(parent, tokens, salt))
+            images = b"" if seq.vision is None else seq.vision.block_digest(index * size, (index + 1) * size)
+            seq.block_hashes.append(hash_block(parent, tokens, salt, images))
 
     def find_cached_prefix(self, seq: Sequence) -> list[int]:
         """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute.

@@ -16,6 +16,10 @@ admitted: the scheduler always makes progress, whatever the policy, but for one 
 constrained sequence whose next-token mask is still being computed (off the step, see
 :mod:`autoglm.engine.structured_output.mask_workers`) is passed over, running or waiting, until
 it is ready, so a slow grammar delays its own sequence alone.
+
+A prompt chunk never ends inside an image's placeholders: it stops before the image, or, when it
+begins at (or inside) the image, takes the image's whole run even past the token budget, so a step
+may then carry more than ``max_num_batched_tokens`` tokens.
 """
 from __future__ import annotations
 
@@ -92,7 +96,7 @@ class Scheduler:
         batch = ScheduledBatch()
         for seq in self.policy.budget_order(self.running, self.num_steps):
             budget = self.max_num_batched_tokens - batch.num_tokens
-            if budget == 0:
+            if budget <= 0:  # an image's whole run may have taken more than the budget
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted to make room for an earlier one
                 continue
@@ -100,7 +104,8 @@ class Scheduler:
                 continue
             if self._passed_over(seq):
                 continue  # its blocks kept
-            num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            start = seq.num_computed_tokens
+            num_new = _chunk_length(seq, start, min(seq.num_tokens - start, budget))
             num_lookahead = self._lookahead_slots(seq, num_new, budget)
             if num_lookahead:
                 batch.add(seq, num_new, num_lookahead)
@@ -186,10 +191,11 @@ class Scheduler:
             if len(cached) < len(seq.block_hashes) and seq.block_hashes[len(cached)] in in_flight:
                 index += 1
                 continue
-            remaining = seq.num_tokens - len(cached) * self.block_manager.block_size
+            start = len(cached) * self.block_manager.block_size
+            remaining = seq.num_tokens - start
             if not self.enable_chunked_prefill and remaining > budget:
                 break
-            num_new = min(remaining, budget)
+            num_new = _chunk_length(seq, start, min(remaining, budget))
             if not self.block_manager.allocate(seq, num_new, cached):
                 break
             if not seq.needs_prompt_logprobs and self.block_manager.enable_prefix_caching:
@@ -223,3 +229,11 @@ class Scheduler:
         if seq.num_computed_tokens >= seq.num_prompt_tokens:
             return []
         return seq.block_hashes[seq.num_published_blocks:]
+
+
+def _chunk_length(seq: Sequence, start: int, num_new: int) -> int:
+    """``num_new`` tokens of ``seq`` from index ``start``, moved so that the chunk ends inside no image's
+    placeholders (see :meth:`~autoglm.engine.prompt_images.PromptVision.chunk_end`)."""
+    if seq.vision is None:
+        return num_new
+    return seq.vision.chunk_end(start, start + num_new) - start
