@@ -1,0 +1,220 @@
+"""GLM-4.1V through the engine with images in the prompt: greedy tokens and log-probs equal to transformers'
+``generate`` in float32, under chunked prefill, prefix caching, preemption and n = 2; bad images refused."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+import transformers
+from PIL import Image
+from transformers import AutoImageProcessor, AutoTokenizer, Glm4vForConditionalGeneration
+
+from autoglm import LLM
+from autoglm.bench.cli import main
+from autoglm.engine.prompt_images import PromptVision
+from autoglm.engine.tokenize import TokenizedPrompt
+from autoglm.errors import InvalidRequestError
+from autoglm.models.image_input_spec import ImageInputSpec
+from autoglm.models.model_config import ModelConfig
+from autoglm.multimodal import ImageInput, MultiModalPrompt
+from autoglm.sampling_params import SamplingParams
+from tests.engine.kv_pool import kv_bytes_for_blocks
+
+pytestmark = pytest.mark.timeout(300)
+
+WEIGHT_STD = 0.15  # wider than a real init, so that greedy choices are far from ties
+IMAGE = "<|begin_of_image|><|image|><|end_of_image|>"
+RED_TALL = Image.new("RGB", (56, 84), (200, 30, 10))
+BLUE_WIDE = Image.new("RGB", (84, 56), (10, 100, 220))
+GREEN_TALL = Image.new("RGB", (56, 84), (20, 180, 40))  # the size of RED_TALL, other pixels
+ONE_IMAGE = f"look {IMAGE} now"
+TWO_IMAGES = f"one {IMAGE} two {IMAGE} three"
+LONG_AFTER = f"see {IMAGE} and tell me what it shows in a few words"  # its image lies in full blocks
+MAX_TOKENS = 6
+LOGPROB_TOLERANCE = 1e-4
+BLOCK_SIZE = 4
+
+
+@dataclass
+class Reference:
+    prompt: TokenizedPrompt
+    token_ids: list[int]
+    logprobs: list[float]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A tiny GLM-4.1V checkpoint with its tokenizer and image processor, its weights spread wider."""
+    path = tmp_path_factory.mktemp("glm4v")
+    main(["make-model", "--shape", "glm4v-tiny", "--dtype", "float32", "--out", str(path)])
+    model = Glm4vForConditionalGeneration.from_pretrained(path)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            parameter.copy_(1.0 + 0.1 * noise if "norm" in name and name.endswith("weight") else WEIGHT_STD * noise)
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(folder):
+    """The transformers model and its processor (images only: the video processor needs torchvision)."""
+    processor_class = getattr(transformers, json.loads((folder / "preprocessor_config.json").read_text())
+                              ["processor_class"])
+
+    class ImageOnlyProcessor(processor_class):
+        @classmethod
+        def get_attributes(cls):
+            return ["image_processor", "tokenizer"]
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    processor = ImageOnlyProcessor(image_processor=AutoImageProcessor.from_pretrained(folder), tokenizer=tokenizer)
+    return Glm4vForConditionalGeneration.from_pretrained(folder).eval(), processor
+
+
+@pytest.fixture(scope="module")
+def llm(folder):
+    return LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE)
+
+
+def generate_reference(reference, text: str, images: list[Image.Image]) -> Reference:
+    """The prompt as the engine takes it, and transformers' greedy tokens with their log-probs."""
+    model, processor = reference
+    inputs = processor(text=[text], images=images or None, return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=MAX_TOKENS, do_sample=False, output_logits=True,
+                                return_dict_in_generate=True)
+    token_ids = inputs["input_ids"][0].tolist()
+    generated = output.sequences[0, len(token_ids):].tolist()
+    logprobs = [torch.log_softmax(logits[0].float(), -1)[token].item() for logits, token in zip(output.logits, generated)]
+    multi_modal = None
+    if images:
+        grids = [tuple(grid) for grid in inputs["image_grid_thw"].tolist()]
+        pixels = inputs["pixel_values"].split([t * h * w for t, h, w in grids])
+        multi_modal = MultiModalPrompt(tuple(ImageInput(patches, grid, hashlib.sha256(patches.numpy().tobytes()).digest())
+                                             for patches, grid in zip(pixels, grids)))
+    return Reference(TokenizedPrompt(token_ids, text, multi_modal), generated, logprobs)
+
+
+def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1):
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=0, n=n)
+    return llm.generate(prompts, params, use_tqdm=False)
+
+
+def assert_matches(completion, expected: Reference) -> None:
+    assert list(completion.token_ids) == expected.token_ids
+    got = [next(iter(position.values())).logprob for position in completion.logprobs]
+    assert got == pytest.approx(expected.logprobs, abs=LOGPROB_TOLERANCE)
+
+
+def encoder_calls(llm: LLM) -> int:
+    return llm.engine.runner.encoder_cache.num_encoder_calls
+
+
+@pytest.fixture(scope="module")
+def references(reference):
+    return {
+        "one": generate_reference(reference, ONE_IMAGE, [RED_TALL]),
+        "two": generate_reference(reference, TWO_IMAGES, [RED_TALL, BLUE_WIDE]),
+        "text": generate_reference(reference, "no picture in this prompt at all", []),
+        "long_red": generate_reference(reference, LONG_AFTER, [RED_TALL]),
+        "long_green": generate_reference(reference, LONG_AFTER, [GREEN_TALL]),
+    }
+
+
+def test_images_and_text_equal_transformers_in_one_batch(llm, references):
+    names = ["one", "two", "text"]
+    calls = encoder_calls(llm)
+    outputs = run(llm, [references[name].prompt for name in names])
+    for name, output in zip(names, outputs):
+        assert_matches(output.outputs[0], references[name])
+    assert encoder_calls(llm) == calls + 1  # the three images of both prompts in one call
+    assert not llm.engine.runner.encoder_cache.rows and not llm.engine.encoded_images.held
+
+
+def test_chunked_prefill_splits_the_text_around_images(folder, references):
+    chunked = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
+                  max_num_batched_tokens=5, enable_prefix_caching=False)
+    for name in ("one", "two"):
+        assert_matches(run(chunked, [references[name].prompt])[0].outputs[0], references[name])
+
+
+def test_chunks_end_inside_no_image():
+    image = ImageInput(torch.zeros(24, 1176), (1, 6, 4), b"red")
+    vision = PromptVision.build([0, 0] + [9] * 6 + [0, 0], MultiModalPrompt((image,)),
+                                ImageInputSpec(image_token_id=9, spatial_merge_size=2, patch_features=1176))
+    assert vision.chunk_end(0, 5) == 2  # cut before the image
+    assert vision.chunk_end(2, 5) == 8  # starts at the image: all of it, past the budget of 3
+    assert vision.chunk_end(4, 6) == 8  # starts inside it (a cached prefix): to its end
+    assert vision.chunk_end(0, 8) == 8 and vision.chunk_end(8, 9) == 9
+
+
+def test_the_same_image_hits_the_prefix_cache_and_another_misses(llm, references):
+    red, green = references["long_red"], references["long_green"]
+    first = run(llm, [red.prompt])[0]
+    assert_matches(first.outputs[0], red)
+    calls = encoder_calls(llm)
+    again = run(llm, [red.prompt])[0]
+    assert_matches(again.outputs[0], red)
+    image_end = len(red.prompt.token_ids) - red.prompt.token_ids[::-1].index(llm.engine.model_config.vision.image_token_id)
+    assert again.num_cached_tokens >= image_end and encoder_calls(llm) == calls  # no encoder work
+    other = run(llm, [green.prompt])[0]
+    assert_matches(other.outputs[0], green)
+    image_start = green.prompt.token_ids.index(llm.engine.model_config.vision.image_token_id)
+    assert other.num_cached_tokens == image_start // BLOCK_SIZE * BLOCK_SIZE
+    assert encoder_calls(llm) == calls + 1
+
+
+def test_preemption_recomputes_the_same_tokens(folder, llm, references):
+    names = ["two", "long_red", "one"]
+    prompt_blocks = sum(-(-len(references[name].prompt.token_ids) // BLOCK_SIZE) for name in names)
+    tight = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
+                kv_cache_memory=kv_bytes_for_blocks(llm, prompt_blocks), enable_prefix_caching=False)
+    outputs = run(tight, [references[name].prompt for name in names])
+    assert tight.engine.scheduler.num_preemptions > 0
+    for name, output in zip(names, outputs):
+        assert_matches(output.outputs[0], references[name])
+
+
+def test_two_completions_share_the_image(llm, references):
+    output = run(llm, [references["two"].prompt], n=2)[0]
+    for completion in output.outputs:
+        assert_matches(completion, references["two"])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda ids, images: (ids, images[:1]), "holds 2 runs of the image placeholder token 9 but 1 images"),
+    (lambda ids, images: (ids[:ids.index(9)] + ids[ids.index(9) + 1:], images), r"holds 11 tokens, but its grid \(1, 8, 6\) merges to 48 / 2\^2 = 12"),
+    (lambda ids, images: (ids, (ImageInput(images[0].pixel_values[:, :100], images[0].grid_thw, b"x"), images[1])),
+     r"pixel_values must be a float tensor of \[patches, features\] = \[48, 1176\] for grid \(1, 8, 6\), got \(48, 100\)"),
+    (lambda ids, images: (ids, (ImageInput(images[0].pixel_values, (2, 6, 4), b"x"), images[1])),
+     "must be one frame"),
+])
+def test_bad_images_are_refused(llm, references, change, message):
+    prompt = references["two"].prompt
+    token_ids, images = change(list(prompt.token_ids), prompt.multi_modal.images)
+    with pytest.raises(InvalidRequestError, match=message):
+        llm.engine.add_request("bad", TokenizedPrompt(token_ids, multi_modal=MultiModalPrompt(tuple(images))))
+    assert not llm.engine.has_unfinished_requests()
+
+
+def test_a_text_model_refuses_images(references):
+    with pytest.raises(InvalidRequestError, match="this model takes no images, but the prompt has 1"):
+        PromptVision.build(references["one"].prompt.token_ids, references["one"].prompt.multi_modal, None)
+
+
+def test_tensor_parallelism_is_refused_for_a_vision_model(folder):
+    with pytest.raises(ValueError, match="tensor_parallel_size must be 1, got 2"):
+        LLM(model=str(folder), dtype="float32", tensor_parallel_size=2)
+
+
+def test_config_reads_the_decoder_from_text_config(folder):
+    config = ModelConfig.from_pretrained(folder)
+    assert (config.architecture, config.hidden_size, config.num_hidden_layers, config.eos_token_ids) == (
+        "Glm4vForConditionalGeneration", 64, 2, [1, 3])
+    assert config.rope.mrope_section == (2, 3, 3) and config.rope.partial_rotary_factor == 0.5
+    assert config.vision.image_token_id == 9 and ImageInputSpec.of(config).patch_features == 1176
