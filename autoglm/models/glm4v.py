@@ -30,7 +30,8 @@ class Glm4vForConditionalGeneration(Glm4ForCausalLM):
 
     def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
         if config.vision is None or config.rope.mrope_section is None:
-            raise ValueError(f"{config.architecture} needs a vision_config and the text rotary's mrope_section")
+            raise ValueError(f"{config.architecture} needs a 'vision_config' and an 'mrope_section' in its text "
+                             "config's rotary settings; the checkpoint's config.json lacks one")
         super().__init__(config, linear_methods)
         self.model.rotary_emb = MultimodalRotaryEmbedding(config, interleaved=True,
                                                           mrope_section=config.rope.mrope_section)

@@ -143,27 +143,27 @@ class ModelConfig:
 
 
 def _decoder_settings(data: dict[str, Any], architecture: str, source: str) -> dict[str, Any]:
-    """The decoder's settings: the config itself, or for a vision-language checkpoint its ``text_config``
-    under the outer config's architecture, tying and quantization (its dtype where the text names none)."""
-    if architecture not in VISION_LANGUAGE_ARCHITECTURES:
+    """The decoder's settings: a vision-language checkpoint's ``text_config`` under the outer config's
+    architecture, tying and quantization (its dtype where the text names none); else the config itself
+    (a flat one holds the decoder's settings alone)."""
+    text = data.get("text_config") if architecture in VISION_LANGUAGE_ARCHITECTURES else None
+    if text is None:
         return data
-    text = data.get("text_config")
     if not isinstance(text, dict):
-        raise ValueError(f"{source}: {architecture} keeps its decoder's settings in a 'text_config' object, "
-                         f"got {text!r}")
+        raise ValueError(f"{source}: 'text_config' must be a JSON object, got {text!r}")
     fallbacks = {key: data[key] for key in ("dtype", "torch_dtype") if key in data}
     return {**fallbacks, **text, **{key: data[key] for key in _OUTER_KEYS if key in data}}
 
 
 def _vision_language_config(data: dict[str, Any], architecture: str, source: str) -> VisionLanguageConfig | None:
-    """The image placeholder and vision tower of a vision-language checkpoint; None for a text-only one."""
-    if architecture not in VISION_LANGUAGE_ARCHITECTURES:
+    """The image placeholder and vision tower of a vision-language checkpoint; None for a text-only one, or
+    for the decoder's settings alone (a config without ``vision_config``), which build no vision model."""
+    if architecture not in VISION_LANGUAGE_ARCHITECTURES or data.get("vision_config") is None:
         return None
-    fields = _ConfigFields(data, source)
-    vision_config = fields.required("vision_config")
+    vision_config = data["vision_config"]
     if not isinstance(vision_config, dict):
         raise ValueError(f"{source}: 'vision_config' must be a JSON object, got {vision_config!r}")
-    image_token_id = fields.required("image_token_id")
+    image_token_id = _ConfigFields(data, source).required("image_token_id")
     if isinstance(image_token_id, bool) or not isinstance(image_token_id, int) or image_token_id < 0:
         raise ValueError(f"{source}: 'image_token_id' must be a token id (an integer of at least 0), "
                          f"got {image_token_id!r}")
