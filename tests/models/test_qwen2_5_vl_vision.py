@@ -8,17 +8,26 @@ import pytest
 import torch
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-from autoglm.models.linear_method import process_weights_after_loading
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
-from autoglm.models.loader import iter_checkpoint_tensors, safetensors_files
 from autoglm.models.qwen2_5_vl_vision import AttentionWindows, Qwen2_5VLVisionModel
 from autoglm.models.qwen2_5_vl_vision_config import Qwen2_5VLVisionConfig
+from tests.models.vision_towers import (
+    BAD_INPUTS,
+    DECODER_HIDDEN,
+    INT8_TOLERANCE,
+    PARITY_TOLERANCE,
+    PATCH_FEATURES,
+    TEXT_CONFIG,
+    pixels,
+    quantized_linears,
+    reference,
+    save_randomised,
+)
+from tests.models.vision_towers import load_encoder as load_any_encoder
 
 pytestmark = pytest.mark.timeout(120)
 
-WEIGHT_STD = 0.15  # a wider spread than a real init, so that outputs are far from zero
-DECODER_HIDDEN = 32
 VISION_CONFIG = {
     "depth": 3,
     "hidden_size": 64,
@@ -31,20 +40,9 @@ VISION_CONFIG = {
     "fullatt_block_indexes": [1],
     "out_hidden_size": DECODER_HIDDEN,
 }
-TEXT_CONFIG = {
-    "vocab_size": 64,
-    "hidden_size": DECODER_HIDDEN,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-}
 # Patches: frames, rows, columns. The first image is 3 x 5 merge units, six windows cut short at
 # its right and bottom edges; the second is 4 x 2 units, two whole windows.
 TWO_IMAGES = [[1, 6, 10], [1, 8, 4]]
-PATCH_FEATURES = 3 * 2 * 14 * 14
-PARITY_TOLERANCE = 1e-4
-INT8_TOLERANCE = 0.05  # relative to the largest output magnitude
 
 
 @pytest.fixture(scope="module")
@@ -52,39 +50,19 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Qwen2_5_
     """A saved tiny random Qwen2.5-VL and the transformers model it was saved from."""
     config = Qwen2_5_VLConfig(text_config=TEXT_CONFIG, vision_config=VISION_CONFIG)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            is_norm = ("norm" in name or "ln_q" in name) and name.endswith("weight")
-            parameter.copy_(1.0 + 0.1 * noise if is_norm else WEIGHT_STD * noise)
     folder = tmp_path_factory.mktemp("qwen2_5_vl")
-    model.save_pretrained(folder)
+    save_randomised(model, folder)
     return folder, model
 
 
 def load_encoder(folder: Path, linear_method: QuantizeAtLoadLinearMethod | None = None) -> Qwen2_5VLVisionModel:
-    encoder = Qwen2_5VLVisionModel(Qwen2_5VLVisionConfig.from_pretrained(folder), linear_method)
-    encoder.load_weights(iter_checkpoint_tensors(safetensors_files(folder)))
-    process_weights_after_loading(encoder)
-    return encoder.eval()
+    return load_any_encoder(Qwen2_5VLVisionModel, Qwen2_5VLVisionConfig.from_pretrained(folder), folder,
+                            linear_method)
 
 
 @pytest.fixture(scope="module")
 def encoder(checkpoint) -> Qwen2_5VLVisionModel:
     return load_encoder(checkpoint[0])
-
-
-def pixels(grid: list[list[int]], seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    grid_thw = torch.tensor(grid)
-    num_patches = int(grid_thw.prod(-1).sum())
-    return torch.randn(num_patches, PATCH_FEATURES, generator=torch.Generator().manual_seed(seed)), grid_thw
-
-
-def reference(model: Qwen2_5_VLForConditionalGeneration, pixel_values: torch.Tensor,
-              grid_thw: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model.model.visual(pixel_values, grid_thw=grid_thw).pooler_output
 
 
 @pytest.mark.parametrize("grid", [TWO_IMAGES, TWO_IMAGES[:1], [[2, 4, 6]]], ids=["two-images", "one-image", "video"])
@@ -119,8 +97,8 @@ def test_images_in_one_batch_do_not_see_each_other(encoder):
 def test_int8_weights_stay_close(checkpoint):
     folder, model = checkpoint
     encoder = load_encoder(folder, QuantizeAtLoadLinearMethod(IntWeightFormat(bits=8)))
-    quantized = [name for name, module in encoder.named_modules() if hasattr(module, "qweight")]
-    assert len(quantized) == 1 + 3 * 4 + 2  # patch embed; per block qkv, proj, gate_up, down; merger's two
+    # Patch embed; per block qkv, proj, gate_up, down; the merger's two.
+    assert len(quantized_linears(encoder)) == 1 + 3 * 4 + 2
     pixel_values, grid_thw = pixels(TWO_IMAGES)
     with torch.no_grad():
         ours = encoder(pixel_values, grid_thw)
@@ -128,15 +106,7 @@ def test_int8_weights_stay_close(checkpoint):
     assert (ours - expected).abs().max() < INT8_TOLERANCE * expected.abs().max()
 
 
-@pytest.mark.parametrize(
-    ("grid", "patches", "message"),
-    [
-        ([[1, 4, 6]], 23, "pixel_values must be"),
-        ([[1, 3, 4]], 12, "multiples of the merge size 2"),
-        ([[1, 4]], 4, r"grid_thw must be \[num_images, 3\]"),
-        ([[0, 4, 4]], 0, "must be positive"),
-    ],
-)
+@pytest.mark.parametrize(("grid", "patches", "message"), BAD_INPUTS)
 def test_bad_inputs_say_what_is_wrong(encoder, grid, patches, message):
     with pytest.raises(ValueError, match=message):
         encoder(torch.zeros(patches, PATCH_FEATURES), torch.tensor(grid))
