@@ -75,8 +75,7 @@ class VisionTowerConfig:
         settings = {**cls.defaults, **{key: vision_config[key] for key in cls.defaults if key in vision_config}}
         for key, default in cls.defaults.items():
             if type(default) is int and not isinstance(settings[key], int):
-                raise ValueError(f"vision {key} must be one integer (square images and patches), "
-                                 f"got {settings[key]!r}")
+                raise ValueError(f"vision {key} must be one integer (sizes are of square sides), got {settings[key]!r}")
         rope = vision_config.get("rope_parameters") or {}
         rope_type = rope.get("rope_type", _ROTARY_TYPE)
         if rope_type != _ROTARY_TYPE:
