@@ -13,15 +13,17 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from autoglm.models.glm4 import Glm4ForCausalLM
-from autoglm.models.glm4v_vision import VISION_PREFIXES, Glm4vVisionModel, vision_checkpoint_weights
+from autoglm.models.glm4v_vision import Glm4vVisionModel, vision_checkpoint_weights
 from autoglm.models.glm4v_vision_config import Glm4vVisionConfig
 from autoglm.models.image_embeddings import ImageEmbeddings
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.mrope import MROPE_AXES, MultimodalRotaryEmbedding
+from autoglm.models.vision_weights import VISION_PREFIXES
 from autoglm.multimodal import ImageInput
 
-_LANGUAGE_MODEL_PREFIX = "model.language_model."  # transformers 5's name for the decoder; older checkpoints say "model."
+# Transformers 5's prefix of the decoder's tensors; older checkpoints write them under "model." as the engine does.
+_LANGUAGE_MODEL_PREFIX = "model.language_model."
 _ENCODER_NAME = "visual"
 
 

@@ -90,8 +90,10 @@ class ModelRunner:
         with profiler.phase(FORWARD), self.forward_context.step(metadata):
             if padded:
                 hidden = padded.forward(input_ids, positions)
+            elif images is None:
+                hidden = self.model(input_ids, positions)
             else:
-                hidden = self.model(input_ids, positions) if images is None else self.model(input_ids, positions, images)
+                hidden = self.model(input_ids, positions, images)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
         if not logit_tokens:

@@ -90,14 +90,19 @@ def generate_reference(reference, text: str, images: list[Image.Image]) -> Refer
                                 return_dict_in_generate=True)
     token_ids = inputs["input_ids"][0].tolist()
     generated = output.sequences[0, len(token_ids):].tolist()
-    logprobs = [torch.log_softmax(logits[0].float(), -1)[token].item() for logits, token in zip(output.logits, generated)]
+    logprobs = [torch.log_softmax(logits[0].float(), -1)[token].item()
+                for logits, token in zip(output.logits, generated)]
     multi_modal = None
     if images:
         grids = [tuple(grid) for grid in inputs["image_grid_thw"].tolist()]
         pixels = inputs["pixel_values"].split([t * h * w for t, h, w in grids])
-        multi_modal = MultiModalPrompt(tuple(ImageInput(patches, grid, hashlib.sha256(patches.numpy().tobytes()).digest())
+        multi_modal = MultiModalPrompt(tuple(ImageInput(patches, grid, digest(patches))
                                              for patches, grid in zip(pixels, grids)))
     return Reference(TokenizedPrompt(token_ids, text, multi_modal), generated, logprobs)
+
+
+def digest(patches: torch.Tensor) -> bytes:
+    return hashlib.sha256(patches.numpy().tobytes()).digest()
 
 
 def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1):
@@ -160,11 +165,12 @@ def test_the_same_image_hits_the_prefix_cache_and_another_misses(llm, references
     calls = encoder_calls(llm)
     again = run(llm, [red.prompt])[0]
     assert_matches(again.outputs[0], red)
-    image_end = len(red.prompt.token_ids) - red.prompt.token_ids[::-1].index(llm.engine.model_config.vision.image_token_id)
+    image_token_id = llm.engine.model_config.vision.image_token_id
+    image_end = len(red.prompt.token_ids) - red.prompt.token_ids[::-1].index(image_token_id)
     assert again.num_cached_tokens >= image_end and encoder_calls(llm) == calls  # no encoder work
     other = run(llm, [green.prompt])[0]
     assert_matches(other.outputs[0], green)
-    image_start = green.prompt.token_ids.index(llm.engine.model_config.vision.image_token_id)
+    image_start = green.prompt.token_ids.index(image_token_id)
     assert other.num_cached_tokens == image_start // BLOCK_SIZE * BLOCK_SIZE
     assert encoder_calls(llm) == calls + 1
 
@@ -188,9 +194,11 @@ def test_two_completions_share_the_image(llm, references):
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda ids, images: (ids, images[:1]), "holds 2 runs of the image placeholder token 9 but 1 images"),
-    (lambda ids, images: (ids[:ids.index(9)] + ids[ids.index(9) + 1:], images), r"holds 11 tokens, but its grid \(1, 8, 6\) merges to 48 / 2\^2 = 12"),
+    (lambda ids, images: (ids[:ids.index(9)] + ids[ids.index(9) + 1:], images),
+     r"holds 11 tokens, but its grid \(1, 8, 6\) merges to 48 / 2\^2 = 12"),
     (lambda ids, images: (ids, (ImageInput(images[0].pixel_values[:, :100], images[0].grid_thw, b"x"), images[1])),
-     r"pixel_values must be a float tensor of \[patches, features\] = \[48, 1176\] for grid \(1, 8, 6\), got \(48, 100\)"),
+     r"pixel_values must be a float tensor of \[patches, features\] = \[48, 1176\] "
+     r"for grid \(1, 8, 6\), got \(48, 100\)"),
     (lambda ids, images: (ids, (ImageInput(images[0].pixel_values, (2, 6, 4), b"x"), images[1])),
      "must be one frame"),
 ])
