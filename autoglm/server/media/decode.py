@@ -24,6 +24,8 @@ def decode_image(data: bytes, max_pixels: int) -> Image.Image:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise MediaError(f"the image's header claims more pixels than PIL decodes ({Image.MAX_IMAGE_PIXELS}) or "
                          f"max_image_pixels={max_pixels} allows") from None
+    except (OSError, SyntaxError, ValueError) as error:
+        raise MediaError(f"the image is corrupt or truncated: {error}") from None
     width, height = image.size
     if width * height > max_pixels:
         raise MediaError(f"the image is {width}x{height}, {width * height} pixels, more than "

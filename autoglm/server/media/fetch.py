@@ -46,6 +46,7 @@ class ImageFetcher:
             connection = self._connection(parts, deadline)
             try:
                 connection.request("GET", _target(parts), headers={"Accept": _ACCEPT, "User-Agent": "autoglm"})
+                sock = connection.sock  # the response keeps reading from it after a closing answer drops it here
                 response = connection.getresponse()
                 if response.status in _REDIRECTS:
                     location = response.getheader("Location")
@@ -55,7 +56,7 @@ class ImageFetcher:
                     continue
                 if response.status != 200:
                     raise MediaError(f"the image URL answered HTTP {response.status}, not 200")
-                return self._body(response, connection, deadline)
+                return self._body(response, sock, deadline)
             except TimeoutError:
                 raise MediaError(f"fetching the image URL took longer than media_fetch_timeout_s="
                                  f"{self.timeout_s:g} seconds") from None
@@ -97,15 +98,14 @@ class ImageFetcher:
                                  f"host named exactly in allowed_media_domains may be on a private network")
         return socket.create_connection((addresses[0], port), timeout, source_address)
 
-    def _body(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection,
-              deadline: float) -> bytes:
+    def _body(self, response: http.client.HTTPResponse, sock: socket.socket, deadline: float) -> bytes:
         declared = response.getheader("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise too_large("the image URL's answer", int(declared), self.max_bytes)
         chunks: list[bytes] = []
         size = 0
         while True:
-            connection.sock.settimeout(_remaining(deadline))
+            sock.settimeout(_remaining(deadline))
             chunk = response.read1(_CHUNK_BYTES)
             if not chunk:
                 return b"".join(chunks)
