@@ -29,7 +29,7 @@ class ImagePreprocessor:
         bounds = {**self._bounds, **request_kwargs}
         if bounds["min_pixels"] > bounds["max_pixels"]:
             raise MediaError(f"min_pixels ({bounds['min_pixels']}) must be at most max_pixels "
-                             f"({bounds['max_pixels']}), with the server's mm_processor_kwargs {self._bounds}")
+                             f"({bounds['max_pixels']}); the server's bounds, which the request's replace, are {self._bounds}")
         return bounds
 
     def preprocess(self, image: Image.Image, encoded: bytes, bounds: Mapping[str, int]) -> ImageInput:
