@@ -76,10 +76,17 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> RotaryAngles:
         """Angles in float32, scaled, then cast to ``dtype``, in the order transformers uses."""
         freqs = positions[:, None].float() * self.inv_freq.float()
-        if self.interleaved:
-            angles = freqs.repeat_interleave(2, dim=-1)
-        else:
-            angles = torch.cat((freqs, freqs), dim=-1)
-        cos = (angles.cos() * self.attention_scaling).to(dtype)
-        sin = (angles.sin() * self.attention_scaling).to(dtype)
-        return RotaryAngles(cos=cos[:, None, :], sin=sin[:, None, :], interleaved=self.interleaved)
+        return angles_from_frequencies(freqs, self.attention_scaling, self.interleaved, dtype)
+
+
+def angles_from_frequencies(freqs: torch.Tensor, attention_scaling: float, interleaved: bool,
+                            dtype: torch.dtype) -> RotaryAngles:
+    """Angles from each token's float32 phases ``[T, rotary_dim // 2]``, laid out for the rotation
+    ``interleaved`` names; shared so that every way of choosing phases rounds the same."""
+    if interleaved:
+        angles = freqs.repeat_interleave(2, dim=-1)
+    else:
+        angles = torch.cat((freqs, freqs), dim=-1)
+    cos = (angles.cos() * attention_scaling).to(dtype)
+    sin = (angles.sin() * attention_scaling).to(dtype)
+    return RotaryAngles(cos=cos[:, None, :], sin=sin[:, None, :], interleaved=interleaved)

@@ -10,15 +10,24 @@ from transformers import Glm4vConfig, Glm4vForConditionalGeneration
 
 from autoglm.models.glm4v_vision import Glm4vVisionModel
 from autoglm.models.glm4v_vision_config import Glm4vVisionConfig
-from autoglm.models.linear_method import process_weights_after_loading
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.linear_method.quantize_at_load import QuantizeAtLoadLinearMethod
-from autoglm.models.loader import iter_checkpoint_tensors, safetensors_files
+from tests.models.vision_towers import (
+    BAD_INPUTS,
+    DECODER_HIDDEN,
+    INT8_TOLERANCE,
+    PARITY_TOLERANCE,
+    PATCH_FEATURES,
+    TEXT_CONFIG,
+    pixels,
+    quantized_linears,
+    reference,
+    save_randomised,
+)
+from tests.models.vision_towers import load_encoder as load_any_encoder
 
 pytestmark = pytest.mark.timeout(120)
 
-WEIGHT_STD = 0.15  # a wider spread than a real init, so that outputs are far from zero
-DECODER_HIDDEN = 32
 VISION_CONFIG = {
     "depth": 2,
     "hidden_size": 64,
@@ -31,52 +40,20 @@ VISION_CONFIG = {
     "intermediate_size": 48,
     "attention_bias": True,
 }
-TEXT_CONFIG = {
-    "vocab_size": 64,
-    "hidden_size": DECODER_HIDDEN,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-}
 TWO_IMAGES = [[1, 4, 6], [1, 8, 4]]  # patches: frames, rows, columns; different sizes and aspect ratios
-PATCH_FEATURES = 3 * 2 * 14 * 14
-PARITY_TOLERANCE = 1e-4
-INT8_TOLERANCE = 0.05  # relative to the largest output magnitude
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Glm4vForConditionalGeneration]:
     """A saved tiny random GLM-4.1V and the transformers model it was saved from."""
-    config = Glm4vConfig(text_config=TEXT_CONFIG, vision_config=VISION_CONFIG)
-    model = Glm4vForConditionalGeneration(config).eval()
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            parameter.copy_(1.0 + 0.1 * noise if "norm" in name and name.endswith("weight") else WEIGHT_STD * noise)
+    model = Glm4vForConditionalGeneration(Glm4vConfig(text_config=TEXT_CONFIG, vision_config=VISION_CONFIG)).eval()
     folder = tmp_path_factory.mktemp("glm4v")
-    model.save_pretrained(folder)
+    save_randomised(model, folder)
     return folder, model
 
 
 def load_encoder(folder: Path, linear_method: QuantizeAtLoadLinearMethod | None = None) -> Glm4vVisionModel:
-    encoder = Glm4vVisionModel(Glm4vVisionConfig.from_pretrained(folder), linear_method)
-    encoder.load_weights(iter_checkpoint_tensors(safetensors_files(folder)))
-    process_weights_after_loading(encoder)
-    return encoder.eval()
-
-
-def pixels(grid: list[list[int]], seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    grid_thw = torch.tensor(grid)
-    num_patches = int(grid_thw.prod(-1).sum())
-    return torch.randn(num_patches, PATCH_FEATURES, generator=torch.Generator().manual_seed(seed)), grid_thw
-
-
-def reference(model: Glm4vForConditionalGeneration, pixel_values: torch.Tensor,
-              grid_thw: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model.model.visual(pixel_values, grid_thw=grid_thw).pooler_output
+    return load_any_encoder(Glm4vVisionModel, Glm4vVisionConfig.from_pretrained(folder), folder, linear_method)
 
 
 @pytest.mark.parametrize("grid", [TWO_IMAGES, TWO_IMAGES[1:]], ids=["two-images", "one-image"])
@@ -105,8 +82,8 @@ def test_images_in_one_batch_do_not_see_each_other(checkpoint):
 def test_int8_weights_stay_close(checkpoint):
     folder, model = checkpoint
     encoder = load_encoder(folder, QuantizeAtLoadLinearMethod(IntWeightFormat(bits=8)))
-    quantized = [name for name, module in encoder.named_modules() if hasattr(module, "qweight")]
-    assert len(quantized) == 2 + 2 * 4 + 3  # patch embed, downsample; per block qkv, proj, gate_up, down; merger
+    # Patch embed, downsample; per block qkv, proj, gate_up, down; merger.
+    assert len(quantized_linears(encoder)) == 2 + 2 * 4 + 3
     pixel_values, grid_thw = pixels(TWO_IMAGES)
     with torch.no_grad():
         ours = encoder(pixel_values, grid_thw)
@@ -114,14 +91,7 @@ def test_int8_weights_stay_close(checkpoint):
     assert (ours - expected).abs().max() < INT8_TOLERANCE * expected.abs().max()
 
 
-@pytest.mark.parametrize(
-    ("grid", "patches", "message"),
-    [
-        ([[1, 4, 6]], 23, "pixel_values must be"),
-        ([[1, 3, 4]], 12, "multiples of the merge size 2"),
-        ([[1, 4]], 4, r"grid_thw must be \[num_images, 3\]"),
-    ],
-)
+@pytest.mark.parametrize(("grid", "patches", "message"), BAD_INPUTS)
 def test_bad_inputs_say_what_is_wrong(checkpoint, grid, patches, message):
     encoder = load_encoder(checkpoint[0])
     with pytest.raises(ValueError, match=message):
