@@ -51,15 +51,16 @@ def test_the_phone_agents_requests_and_bad_images_beside_a_stream(glm4v_tiny, mo
     running = start_server(glm4v_tiny, max_context_len=8192, kv_cache_memory="64MiB", max_request_body_bytes="8MiB")
     try:
         client = running.openai()
-        assert client.models.list().data[0].model_extra["input_modalities"] == ["text", "image"]
+        card = client.models.list().data[0]
+        assert card.model_extra["input_modalities"] == ["text", "image"]
         screenshot = encoded(1080, 2400, (240, 240, 240))
         first = [{"role": "system", "content": SYSTEM}, screenshot_turn("Task: open Settings", screenshot)]
-        stream = client.chat.completions.create(model=client.models.list().data[0].id, messages=first, stream=True,
+        stream = client.chat.completions.create(model=card.id, messages=first, stream=True,
                                                 max_tokens=3000, **PHONE_SAMPLING)
         reply = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
         history = [first[0], screenshot_turn("Task: open Settings", None), {"role": "assistant", "content": reply},
                    screenshot_turn("** Screen Info **", screenshot)]
-        again = client.chat.completions.create(model="glm4v-tiny", messages=history, max_tokens=8, **PHONE_SAMPLING)
+        again = client.chat.completions.create(model=card.id, messages=history, max_tokens=8, **PHONE_SAMPLING)
         assert again.choices[0].finish_reason in ("stop", "length")
 
         bad_inputs = {
@@ -71,7 +72,7 @@ def test_the_phone_agents_requests_and_bad_images_beside_a_stream(glm4v_tiny, mo
         done = threading.Event()
 
         def normal_stream() -> None:
-            for chunk in client.chat.completions.create(model="glm4v-tiny", messages=[screenshot_turn("Go", encoded())],
+            for chunk in client.chat.completions.create(model=card.id, messages=[screenshot_turn("Go", encoded())],
                                                         stream=True, max_tokens=64, temperature=0, extra_body={
                                                             "ignore_eos": True}):
                 stream_ids.append(chunk.id)
