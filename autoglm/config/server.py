@@ -5,8 +5,9 @@ URLs that may hold passwords) stay here and never reach an engine or its workers
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from autoglm.config.engine import EngineConfig
 from autoglm.config.sources import ConfigError
@@ -98,6 +99,40 @@ class ChatConfig:
     chat_template_content_format: Literal["auto", "string", "openai"]
 
 
+# What mm_processor_kwargs may set: the bounds of an image's area after resizing, in pixels.
+IMAGE_PROCESSOR_KWARGS = ("min_pixels", "max_pixels")
+
+
+def check_image_processor_kwargs(kwargs: Any) -> dict[str, int]:
+    """`kwargs` as a checked mapping of IMAGE_PROCESSOR_KWARGS to positive whole numbers, min_pixels at most
+    max_pixels; ValueError naming what is wrong and what is allowed. The setting and a request's field share it."""
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"expected a mapping of {' and '.join(IMAGE_PROCESSOR_KWARGS)} to whole numbers of pixels, "
+                         f"such as {{\"max_pixels\": 1003520}}")
+    for name, value in kwargs.items():
+        if name not in IMAGE_PROCESSOR_KWARGS:
+            raise ValueError(f"{name!r} is not an image processor setting this server passes on; allowed: "
+                             f"{', '.join(IMAGE_PROCESSOR_KWARGS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number of pixels, not {value!r}")
+    if kwargs.get("min_pixels", 0) > kwargs.get("max_pixels", kwargs.get("min_pixels", 0)):
+        raise ValueError(f"min_pixels ({kwargs['min_pixels']}) must be at most max_pixels ({kwargs['max_pixels']})")
+    return dict(kwargs)
+
+
+@dataclass(frozen=True)
+class MediaConfig:
+    """How many images a prompt may carry, where they may come from, how big they may be, how they are resized."""
+
+    limit_mm_per_prompt: int
+    mm_processor_kwargs: dict[str, int] = field(hash=False)
+    allowed_media_domains: tuple[str, ...]
+    allowed_local_media_path: str | None
+    media_fetch_timeout_s: float
+    max_image_bytes: int
+    max_image_pixels: int
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Every setting a server reads, and the engine settings of the model it starts."""
@@ -108,6 +143,7 @@ class ServerConfig:
     versions: VersionsConfig
     ray: RayConfig
     chat: ChatConfig
+    media: MediaConfig
     engine: EngineConfig
 
     def check_ray_rate_limits(self) -> None:

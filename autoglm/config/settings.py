@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -26,11 +27,13 @@ from autoglm.config.engine import (
 from autoglm.config.server import (
     ChatConfig,
     HttpConfig,
+    MediaConfig,
     RayConfig,
     ResponseCacheConfig,
     ServerConfig,
     TenantsConfig,
     VersionsConfig,
+    check_image_processor_kwargs,
 )
 from autoglm.config.sources import (
     ARGUMENT_SOURCE,
@@ -85,6 +88,7 @@ class SettingGroup(str, Enum):
     CACHE = "KV cache"
     SCHEDULING = "scheduling"
     SERVER = "server"
+    MEDIA = "images"
     TENANTS = "tenants"
     RESPONSE_CACHE = "response cache"
     VERSIONS = "model versions"
@@ -98,12 +102,13 @@ _DEVICE = {"group": SettingGroup.DEVICE.value}
 _CACHE = {"group": SettingGroup.CACHE.value}
 _SCHEDULING = {"group": SettingGroup.SCHEDULING.value}
 _SERVER = {"group": SettingGroup.SERVER.value}
+_MEDIA = {"group": SettingGroup.MEDIA.value}
 _TENANTS = {"group": SettingGroup.TENANTS.value}
 _RESPONSE_CACHE = {"group": SettingGroup.RESPONSE_CACHE.value}
 _VERSIONS = {"group": SettingGroup.VERSIONS.value}
 _RAY = {"group": SettingGroup.RAY.value}
 # Groups only a server reads; other commands leave their flags out.
-SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.TENANTS, SettingGroup.RESPONSE_CACHE, SettingGroup.VERSIONS,
+SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.MEDIA, SettingGroup.TENANTS, SettingGroup.RESPONSE_CACHE, SettingGroup.VERSIONS,
                  SettingGroup.RAY)
 
 
@@ -605,6 +610,57 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_SERVER,
     )
+    limit_mm_per_prompt: int = Field(
+        10,
+        ge=0,
+        description=(
+            "Images one chat request may carry, across all its messages (vLLM's {\"image\": N} is read too); more "
+            "is a 400 naming the first part past the limit."
+        ),
+        json_schema_extra=_MEDIA,
+    )
+    mm_processor_kwargs: dict[str, int] = Field(
+        {},
+        description=(
+            "The image processor's resizing bounds, as a mapping or its JSON text: {\"min_pixels\": N, "
+            "\"max_pixels\": N}, the area an image is scaled into before it is cut into patches (a request's own "
+            "mm_processor_kwargs replace them); empty: the checkpoint's preprocessor_config.json."
+        ),
+        json_schema_extra={**_MEDIA, "metavar": "JSON"},
+    )
+    allowed_media_domains: tuple[str, ...] = Field(
+        (),
+        description=(
+            "Hosts http(s) image URLs may be fetched from ('*.example.com' for its subdomains; a list, or "
+            "comma-separated in flags and variables), redirects included; a host named exactly may resolve to a "
+            "private or loopback address, one matched by a wildcard may not. Empty: no image is fetched."
+        ),
+        json_schema_extra={**_MEDIA, "metavar": "HOSTS"},
+    )
+    allowed_local_media_path: str | None = Field(
+        None,
+        description="Folder whose files file:// image URLs may read (symbolic links out of it are refused); unset: "
+                    "none.",
+        json_schema_extra={**_MEDIA, "metavar": "FOLDER"},
+    )
+    media_fetch_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds fetching one image URL may take, redirects included.",
+        json_schema_extra=_MEDIA,
+    )
+    max_image_bytes: int = Field(
+        20 * 1024**2,
+        ge=1,
+        description="Largest encoded image (PNG, JPEG or WebP) a request may carry or a URL may return, in bytes or "
+                    "a size such as '20MiB'; a larger one is answered 413.",
+        json_schema_extra=_MEDIA,
+    )
+    max_image_pixels: int = Field(
+        50_000_000,
+        ge=1,
+        description="Most pixels (width times height) an image may have, read from its header before it is decoded, "
+                    "so that a small file cannot unpack into gigabytes.",
+        json_schema_extra=_MEDIA,
+    )
     response_cache: str | None = Field(
         None,
         description=(
@@ -801,6 +857,7 @@ class AutoGLMConfig(BaseModel):
             versions=_part(VersionsConfig, self),
             ray=_part(RayConfig, self),
             chat=_part(ChatConfig, self),
+            media=_part(MediaConfig, self),
             engine=self.engine_config(),
         )
 
@@ -844,12 +901,12 @@ class AutoGLMConfig(BaseModel):
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
 
     @field_validator("max_request_body_bytes", "response_cache_max_entry_bytes", "response_cache_max_bytes",
-                     mode="before")
+                     "max_image_bytes", mode="before")
     @classmethod
     def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value
 
-    @field_validator("allowed_hosts", "cors_allowed_origins", "serve_models", mode="before")
+    @field_validator("allowed_hosts", "cors_allowed_origins", "serve_models", "allowed_media_domains", mode="before")
     @classmethod
     def _name_list(cls, value: object, info: ValidationInfo) -> tuple[str, ...] | None:
         """A list of names, or one string of comma-separated names (as flags and environment variables give it)."""
@@ -862,6 +919,36 @@ class AutoGLMConfig(BaseModel):
         if not value and info.field_name == "allowed_hosts":
             raise ValueError("an empty list would refuse every request; give names, '*' for any, or leave it unset")
         return tuple(value)
+
+    @field_validator("limit_mm_per_prompt", mode="before")
+    @classmethod
+    def _images_per_prompt(cls, value: object) -> object:
+        """A number, or vLLM's mapping of modality to number (or its JSON text), of which images are read."""
+        if isinstance(value, str) and value.strip().startswith("{"):
+            value = _json_object(value)
+        if isinstance(value, Mapping):
+            others = sorted(set(value) - {"image"})
+            if others:
+                raise ValueError(f"this server takes images only, so it has no limit for {others[0]!r}; give "
+                                 f"{{\"image\": N}} or a number")
+            return value.get("image", 10)
+        return value
+
+    @field_validator("mm_processor_kwargs", mode="before")
+    @classmethod
+    def _image_processor_kwargs(cls, value: object) -> dict[str, int]:
+        if value is None:
+            return {}
+        if isinstance(value, str):
+            value = _json_object(value) if value.strip() else {}
+        return check_image_processor_kwargs(value)
+
+    @field_validator("allowed_local_media_path")
+    @classmethod
+    def _existing_folder(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_dir():
+            raise ValueError(f"{path!r} is not a folder; give an existing folder whose images file:// URLs may read")
+        return path
 
     @field_validator("rate_limit_storage")
     @classmethod
@@ -901,6 +988,14 @@ class AutoGLMConfig(BaseModel):
     def _prefix_caching_needs_paging(cls, enabled: bool, info: ValidationInfo) -> bool:
         # Without blocks there is nothing to share between requests.
         return enabled and info.data.get("use_paged_attention", True)
+
+
+def _json_object(text: str) -> object:
+    """A flag's or variable's JSON text, read; ValueError saying where it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"expected a JSON object; {error}") from None
 
 
 def _sourced_settings() -> SourcedSettings:

@@ -7,7 +7,6 @@ from http import HTTPStatus
 from fastapi import APIRouter, Request, Response
 from transformers import PreTrainedTokenizerBase
 
-from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import PositionLogprobs, RequestOutput
 from autoglm.server.dependencies import State
 from autoglm.server.openai.errors import APIError
@@ -31,7 +30,8 @@ from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.openai.streaming import ChoiceDelta
-from autoglm.server.openai.chat_prompt import ChatRendering, tokenize_chat
+from autoglm.server.media.conversation import chat_prompt
+from autoglm.server.openai.chat_prompt import ChatRendering
 from autoglm.server.openai.chat_reply import ReplyPiece, ReplyReading, ReplyStream
 from autoglm.server.openai.chat_template_choice import content_format, request_chat_template
 from autoglm.server.reasoning.thinking_bounds import request_thinking, turn_phase
@@ -68,22 +68,23 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         rendering = ChatRendering(body.add_generation_prompt, body.continue_final_message, body.chat_template_kwargs,
                                   own_template, content_format(template, state.config.chat),
                                   find_reply_opening=parsers.reasoning is not None)
-        rendered = await tokenize_chat(served.tokenizers, body.messages, rendering,
-                                       tool_use.template_tools if tool_use is not None else None)
+        rendered = await chat_prompt(served.tokenizers, served.images, body.messages, rendering,
+                                     tool_use.template_tools if tool_use is not None else None,
+                                     body.mm_processor_kwargs)
         phase = turn_phase(parsers.reasoning, rendered.reply_opening)
         params = replace(params, thinking=request_thinking(parsers.reasoning, engine.tokenizer, phase,
                                                            body.thinking_token_budget),
                          skip_special_tokens=params.skip_special_tokens and not parsers.marks_with_special_tokens(
                              engine.tokenizer, tool_use))
-        tracker.on_tokens = await admit_generation(raw, body, params, [len(rendered.token_ids)],
+        tracker.on_tokens = await admit_generation(raw, body, params, [len(rendered.prompt.token_ids)],
                                                    engine.max_context_len)
     reading = ReplyReading(parsers.reasoning, phase, body.include_reasoning, tool_use,
                            on_malformed_call=parsers.malformed_call_counter(state.metrics, tool_use))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
                           engine.tokenizer, reading)
-    return await serve_generation(raw, served, tracker, [TokenizedPrompt(rendered.token_ids)], params, body, builder,
-                                  response_cache_lookup(state, raw, body, params, served))
+    return await serve_generation(raw, served, tracker, [rendered.prompt], params, body, builder,
+                                  response_cache_lookup(state, raw, body, params, served, rendered.image_hashes))
 
 
 def _output_constraint(body: ChatCompletionRequest, tool_use: ToolUse | None) -> OutputConstraint | None:

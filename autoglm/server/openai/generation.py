@@ -69,10 +69,11 @@ def usage_info(counts: TokenCounts) -> UsageInfo:
 
 
 def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequest, params: SamplingParams,
-                          served: ServedVersion) -> CacheLookup | None:
-    """The request's place in the response cache, keyed by the exact version routed to; None with the cache off."""
+                          served: ServedVersion, image_hashes: tuple[bytes, ...] = ()) -> CacheLookup | None:
+    """The request's place in the response cache, keyed by the exact version routed to and the content of its
+    images; None with the cache off."""
     cache = state.response_cache
-    return cache.lookup(raw, body, params, served, _tenant_tag(raw)) if cache is not None else None
+    return cache.lookup(raw, body, params, served, _tenant_tag(raw), image_hashes) if cache is not None else None
 
 
 async def serve_generation(raw: Request, served: ServedVersion, tracker: RequestTracker,

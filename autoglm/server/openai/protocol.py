@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from autoglm.config.server import check_image_processor_kwargs
 from autoglm.engine.tokenize import Prompt
 from autoglm.errors import InvalidRequestError, quote_value
 
@@ -208,15 +209,31 @@ class RefusalContentPart(APIModel):
     refusal: str
 
 
+class ImageURL(APIModel):
+    url: str  # data:image/...;base64,..., http(s):// or file://: see autoglm/server/media/image_sources.py
+    detail: Literal["auto", "low", "high"] | None = None  # OpenAI's resolution hint: the processor sizes images
+
+
+class ImageContentPart(APIModel):
+    """An image, read where the model takes images (a text-only model refuses it naming the part). Its dump
+    keeps its place in the message without the URL: the response cache keys the image by its content."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL = Field(exclude=True)
+
+
 class MediaContentPart(BaseModel):
-    """An image, audio, video or file part: its fields are not checked, for it is refused whole
-    (a text-only model) with a message naming it rather than one of its fields."""
+    """An audio, video or file part: its fields are not checked, for it is refused whole with a message
+    naming it rather than one of its fields."""
 
     model_config = ConfigDict(extra="allow")
-    type: Literal["image_url", "input_audio", "file", "audio_url", "video_url"]
+    type: Literal["input_audio", "file", "audio_url", "video_url"]
 
 
-ContentPart = Annotated[TextContentPart | RefusalContentPart | MediaContentPart, Field(discriminator="type")]
+ContentPart = Annotated[TextContentPart | RefusalContentPart | ImageContentPart | MediaContentPart,
+                        Field(discriminator="type")]
+# What a message's content list may hold.
+AnyPart = TextContentPart | RefusalContentPart | ImageContentPart | MediaContentPart
 
 
 # OpenAI's rule for a function's name.
@@ -318,36 +335,46 @@ class ChatMessage(APIModel):
                                       "from an earlier assistant message's tool_calls", param="tool_call_id")
         return self
 
-    def _check_parts(self, parts: list[TextContentPart | RefusalContentPart | MediaContentPart]) -> None:
+    def _check_parts(self, parts: list[AnyPart]) -> None:
         for index, part in enumerate(parts):
             if isinstance(part, MediaContentPart):
-                raise InvalidRequestError(f"this model takes text only, so it cannot read a part of type "
-                                          f"{quote_value(part.type)}; send the content as text",
+                raise InvalidRequestError(f"this server reads text and image parts only, so it cannot read a part "
+                                          f"of type {quote_value(part.type)}; send the content as text",
                                           param=f"content[{index}]")
             if isinstance(part, RefusalContentPart) and self.role != "assistant":
                 raise InvalidRequestError("only an assistant message carries a refusal part",
                                           param=f"content[{index}]")
 
     @field_serializer("content")
-    def _content_as_read(self, content: str | list[TextContentPart | RefusalContentPart | MediaContentPart] | None
-                         ) -> str | list[dict[str, Any]] | None:
+    def _content_as_read(self, content: str | list[AnyPart] | None) -> str | list[dict[str, Any]] | None:
         """The content without refusal parts, which are not rendered: dumps (the response cache's key
         among them) hold only what the model reads."""
         if not isinstance(content, list):
             return content
-        return [part.model_dump() for part in content if isinstance(part, TextContentPart)]
+        return [part.model_dump() for part in content if isinstance(part, (TextContentPart, ImageContentPart))]
+
+    @property
+    def image_parts(self) -> list[tuple[int, ImageContentPart]]:
+        """The message's image parts, each with its index in the content."""
+        if not isinstance(self.content, list):
+            return []
+        return [(index, part) for index, part in enumerate(self.content) if isinstance(part, ImageContentPart)]
 
     def as_template_input(self, content_format: Literal["string", "openai"] = "string") -> dict[str, Any]:
         """The mapping chat templates expect: role and content, plus ``name``, ``tool_call_id``,
         ``tool_calls`` and ``reasoning_content`` (or ``reasoning``) when given, for the templates that use
         them. The content is text (parts joined with newlines) in the "string" format, and a list of text
-        parts in the "openai" format, for templates that loop over the parts themselves."""
+        and image parts in the "openai" format, for templates that loop over the parts themselves (an image
+        part as transformers' templates read it, {"type": "image"}: its pixels travel beside the prompt)."""
         if isinstance(self.content, list):
-            texts = [part.text for part in self.content if isinstance(part, TextContentPart)]
+            parts = [part for part in self.content if isinstance(part, (TextContentPart, ImageContentPart))]
         else:
-            texts = [] if self.content is None else [self.content]
-        content: str | list[dict[str, str]] = ("\n".join(texts) if content_format == "string"
-                                               else [{"type": "text", "text": text} for text in texts])
+            parts = [] if self.content is None else [TextContentPart(type="text", text=self.content)]
+        content: str | list[dict[str, str]] = (
+            "\n".join(part.text for part in parts if isinstance(part, TextContentPart))
+            if content_format == "string"
+            else [{"type": "text", "text": part.text} if isinstance(part, TextContentPart) else {"type": "image"}
+                  for part in parts])
         message: dict[str, Any] = {"role": self.role, "content": content}
         if self.name is not None:
             message["name"] = self.name
@@ -383,6 +410,16 @@ def check_continuation(continue_final_message: bool, add_generation_prompt: bool
                                   param="continue_final_message")
 
 
+def _checked_processor_kwargs(cls: type, kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A request's mm_processor_kwargs, checked as the setting of the same name is."""
+    if kwargs is None:
+        return None
+    try:
+        return check_image_processor_kwargs(kwargs)
+    except ValueError as error:
+        raise InvalidRequestError(str(error)) from None
+
+
 def _template_tool_call(call: ToolCallInput) -> dict[str, Any]:
     """A call as chat templates read it: the arguments as a mapping (they write it out as JSON
     themselves), unless the text is not a JSON object, which is then passed on as it came."""
@@ -412,6 +449,8 @@ class ChatCompletionRequest(GenerationRequest):
     # parser); vLLM's include_reasoning false leaves the thinking out of the reply.
     thinking_token_budget: int | None = Field(default=None, ge=0)
     include_reasoning: bool = True
+    # vLLM's: the image processor's resizing bounds for this request's images, over the server's.
+    mm_processor_kwargs: dict[str, Any] | None = None
     tools: list[ToolDefinition] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None  # None: OpenAI's default, true
@@ -433,6 +472,8 @@ class ChatCompletionRequest(GenerationRequest):
     store: bool | None = None
     verbosity: str | None = None
     web_search_options: dict[str, Any] | None = None
+
+    _processor_kwargs = field_validator("mm_processor_kwargs")(_checked_processor_kwargs)
 
     @model_validator(mode="after")
     def _a_conversation_to_answer(self) -> ChatCompletionRequest:
@@ -457,6 +498,9 @@ class TokenizeRequest(APIModel):
     continue_final_message: bool = False  # as chat completions take them
     chat_template_kwargs: dict[str, Any] | None = None
     chat_template: str | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None
+
+    _processor_kwargs = field_validator("mm_processor_kwargs")(_checked_processor_kwargs)
 
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> TokenizeRequest:

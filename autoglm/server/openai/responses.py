@@ -150,6 +150,7 @@ class ModelCard(BaseModel):
     parent: str | None = None  # a version's model, on a server serving a registry's versions
     max_model_len: int
     aliases: list[str] | None = None  # a version's aliases (stable, canary, ...)
+    input_modalities: list[Literal["text", "image"]] = ["text"]  # what its prompts may hold: images too or not
 
 
 class ModelList(BaseModel):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from autoglm.server.dependencies import State, allowed_model, get_and_head
-from autoglm.server.openai.chat_prompt import ChatRendering, tokenize_chat
+from autoglm.server.media.conversation import chat_prompt
+from autoglm.server.openai.chat_prompt import ChatRendering
 from autoglm.server.openai.chat_template_choice import content_format, request_chat_template
 from autoglm.server.openai.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from autoglm.server.openai.responses import TokenizerInfo
@@ -26,7 +27,8 @@ async def tokenizer_info(raw: Request, model: str | None = None, state: ServerSt
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = State) -> TokenizeResponse:
-    """Token ids on a tokenizer worker; a text longer than the context could hold is refused untokenized."""
+    """Token ids on a tokenizer worker (a vision model's images read, each placeholder expanded as the engine
+    gets it); a text longer than the context could hold is refused untokenized."""
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     if body.messages is not None:
@@ -34,7 +36,8 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
         template = own_template or served.engine.tokenizer.chat_template
         rendering = ChatRendering(body.add_generation_prompt, body.continue_final_message, body.chat_template_kwargs,
                                   own_template, content_format(template, state.config.chat))
-        tokens = (await tokenize_chat(served.tokenizers, body.messages, rendering)).token_ids
+        tokens = (await chat_prompt(served.tokenizers, served.images, body.messages, rendering,
+                                    mm_processor_kwargs=body.mm_processor_kwargs)).prompt.token_ids
     else:
         tokens = await served.tokenizers.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return TokenizeResponse(count=len(tokens), max_model_len=served.engine.max_context_len, tokens=tokens)

@@ -40,13 +40,13 @@ class ResponseCache:
         self.metrics = metrics
 
     def lookup(self, raw: Request, body: GenerationRequest, params: SamplingParams, served: ServedVersion,
-               tenant: TenantTag | None) -> CacheLookup:
+               tenant: TenantTag | None, image_hashes: tuple[bytes, ...] = ()) -> CacheLookup:
         """The request's place in the cache; nowhere (bypass) when its answer is not fixed. Tenants share
         answers where they share cached prefixes: under one cache_salt."""
         key = None
         if is_deterministic(params):
             key = response_cache_key(served.version_id, served.answer_source.digest,
-                                     tenant.salt if tenant is not None else None, raw.url.path, body)
+                                     tenant.salt if tenant is not None else None, raw.url.path, body, image_hashes)
         return CacheLookup(self, key, served.version_id)
 
     async def keep(self, key: str, answer: CachedAnswer) -> None:

@@ -22,17 +22,19 @@ def is_deterministic(params: SamplingParams) -> bool:
 
 
 def response_cache_key(version_id: str, answer_source: str, tenant_scope: str | None, route: str,
-                       body: GenerationRequest) -> str:
+                       body: GenerationRequest, image_hashes: tuple[bytes, ...] = ()) -> str:
     """A SHA-256 of the canonical JSON of the version, what produces its answers (`answer_source`, a digest
     of its weights, files and numerics), whose answers these are (`tenant_scope`: a tenant, or the tenants
-    sharing a cache_salt), the route and the request's fields (after the server's own changes to them, such
-    as a tenant's max_tokens cap)."""
+    sharing a cache_salt), the route, the request's fields (after the server's own changes to them, such
+    as a tenant's max_tokens cap) and its images by content (the dump keeps each image part's place, not its
+    URL: the same screenshot sent again hits, wherever it comes from, and another one misses)."""
     identity = {
         "version": version_id,
         "source": answer_source,
         "tenant": tenant_scope,
         "route": route,
         "request": body.model_dump(mode="json", exclude=set(IGNORED_FIELDS)),
+        "images": [image_hash.hex() for image_hash in image_hashes],
     }
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return f"{KEY_FORMAT}:{hashlib.sha256(canonical.encode()).hexdigest()}"

@@ -1,7 +1,10 @@
 """/v1/models' cards: each served model by name, and each loaded version of a registry's model with its aliases."""
 from __future__ import annotations
 
+from typing import Literal
+
 from autoglm.server.versions.routing import ModelRouter
+from autoglm.server.versions.served_version import ServedVersion
 from autoglm.server.versions.version_ids import version_id
 from autoglm.server.openai.responses import ModelCard
 
@@ -15,11 +18,15 @@ def model_cards(router: ModelRouter, created: int) -> list[ModelCard]:
         if stable is None:
             continue
         cards.append(ModelCard(id=routes.name, created=created, root=stable.version_id,
-                               max_model_len=stable.engine.max_context_len))
+                               max_model_len=stable.engine.max_context_len, input_modalities=_modalities(stable)))
         if not routes.stable:  # one model, no versions
             continue
         cards += [ModelCard(id=served.version_id, created=created, root=served.version_id, parent=routes.name,
                             max_model_len=served.engine.max_context_len,
-                            aliases=routes.aliases_of(served.version))
+                            aliases=routes.aliases_of(served.version), input_modalities=_modalities(served))
                   for served in router.loaded_versions(routes.name)]
     return cards
+
+
+def _modalities(served: ServedVersion) -> list[Literal["text", "image"]]:
+    return ["text", "image"] if served.images is not None else ["text"]

@@ -13,6 +13,7 @@ from autoglm.config import EngineConfig, ServerConfig
 from autoglm.engine.client import EngineBuilder, open_client
 from autoglm.engine.stats import EngineStats
 from autoglm.server.openai.errors import APIError
+from autoglm.server.media.prompt_images import PromptImages
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions.served_version import OutcomeListener, ServedVersion, VersionState
 from autoglm.server.versions.version_ids import version_id
@@ -107,8 +108,10 @@ class VersionPool:
             engine.notify_when_broken(lambda _: on_broken())
         tokenizers = await asyncio.to_thread(TokenizerPool, engine.tokenizer, self._config.http.tokenizer_workers,
                                              engine.inputs.prompt_char_limit)
+        images = await asyncio.to_thread(PromptImages.for_checkpoint, engine.model_path, self._config.media,
+                                         self._config.http.tokenizer_workers)
         engine.start()
-        return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome)
+        return ServedVersion(name, version, engine, tokenizers, source, self._metrics, self.on_outcome, images)
 
     def retire(self, served_id: str) -> None:
         """Route nothing new to the version; it unloads (in the background) once its last request ends."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from autoglm.engine.client import EngineClient
+from autoglm.server.media.prompt_images import PromptImages
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions.version_ids import version_id
 from autoglm.server.response_cache.source import AnswerSource
@@ -29,7 +30,8 @@ OutcomeListener = Callable[["ServedVersion", RequestOutcome], None]
 
 class ServedVersion:
     """A request that `take`s this version finishes on it, whatever routing does meanwhile; `retire` unloads
-    the version once every request it took has ended.
+    the version once every request it took has ended. `images` reads a vision model's images; None for a
+    text-only model.
 
     `version` is empty on a server without a registry, where the one model is known by its name alone;
     `answer_source` (weights, files, numerics) tells apart deployments of one name all the same.
@@ -37,12 +39,13 @@ class ServedVersion:
 
     def __init__(self, name: str, version: str, engine: EngineClient, tokenizers: TokenizerPool,
                  answer_source: AnswerSource, metrics: ServerMetrics,
-                 on_outcome: OutcomeListener | None = None) -> None:
+                 on_outcome: OutcomeListener | None = None, images: PromptImages | None = None) -> None:
         self.name = name
         self.version = version
         self.version_id = version_id(name, version)
         self.engine = engine
         self.tokenizers = tokenizers
+        self.images = images
         self.answer_source = answer_source
         self.state = VersionState.LOADED
         self._metrics = metrics
@@ -91,5 +94,7 @@ class ServedVersion:
     async def close(self) -> None:
         """Stop at once: requests still open end with EngineDeadError."""
         self.tokenizers.shutdown()
+        if self.images is not None:
+            self.images.shutdown()
         await self.engine.shutdown()
         self.state = VersionState.UNLOADED
