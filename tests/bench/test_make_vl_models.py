@@ -9,10 +9,11 @@ import pytest
 import torch
 import transformers
 from PIL import Image
-from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
+from transformers import AutoModelForImageTextToText, AutoTokenizer
 
 from autoglm.bench.cli import main
 from autoglm.bench.make_model.checkpoint import shape_config
+from tests.vision_processor import image_only_processor
 
 TINY_SHAPES = {
     # shape: (architecture, config fields of the image markers, the markers an image part renders as)
@@ -39,21 +40,6 @@ def tiny_folder(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     make(request.param, folder, "--dtype", "float32")
     return request.param, folder
-
-
-def image_processor_and_tokenizer(folder):
-    """The model's own processor, minus the video processor transformers builds only with torchvision."""
-    processor_class = getattr(transformers, json.loads((folder / "preprocessor_config.json").read_text())
-                              ["processor_class"])
-
-    class ImageOnlyProcessor(processor_class):
-        @classmethod
-        def get_attributes(cls):
-            return ["image_processor", "tokenizer"]
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return ImageOnlyProcessor(image_processor=AutoImageProcessor.from_pretrained(folder), tokenizer=tokenizer,
-                              chat_template=tokenizer.chat_template)
 
 
 def test_tiny_folder_holds_a_hugging_face_checkpoint(tiny_folder):
@@ -85,7 +71,7 @@ def test_tiny_config_token_ids_point_at_the_marker_tokens(tiny_folder):
 def test_tiny_model_generates_from_a_templated_prompt_and_an_image(tiny_folder):
     shape, folder = tiny_folder
     _, _, image_markers = TINY_SHAPES[shape]
-    processor = image_processor_and_tokenizer(folder)
+    processor = image_only_processor(folder)
     prompt = processor.apply_chat_template(IMAGE_MESSAGES, tokenize=False, add_generation_prompt=True)
     assert image_markers + "What is here?" in prompt
     inputs = processor(text=[prompt], images=[Image.new("RGB", (56, 84), (200, 30, 10))], return_tensors="pt")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 
 import pytest
 import torch
-import transformers
 from PIL import Image
-from transformers import AutoImageProcessor, AutoTokenizer, Glm4vForConditionalGeneration
+from transformers import Glm4vForConditionalGeneration
 
 from autoglm import LLM
 from autoglm.bench.cli import main
@@ -22,6 +20,7 @@ from autoglm.models.model_config import ModelConfig
 from autoglm.multimodal import ImageInput, MultiModalPrompt
 from autoglm.sampling_params import SamplingParams
 from tests.engine.kv_pool import kv_bytes_for_blocks
+from tests.vision_processor import image_only_processor
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -63,16 +62,7 @@ def folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(folder):
     """The transformers model and its processor (images only: the video processor needs torchvision)."""
-    processor_class = getattr(transformers, json.loads((folder / "preprocessor_config.json").read_text())
-                              ["processor_class"])
-
-    class ImageOnlyProcessor(processor_class):
-        @classmethod
-        def get_attributes(cls):
-            return ["image_processor", "tokenizer"]
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    processor = ImageOnlyProcessor(image_processor=AutoImageProcessor.from_pretrained(folder), tokenizer=tokenizer)
+    processor = image_only_processor(folder)
     return Glm4vForConditionalGeneration.from_pretrained(folder).eval(), processor
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 
 import pytest
 import torch
-import transformers
 from PIL import Image
-from transformers import AutoImageProcessor, AutoTokenizer
+from transformers import AutoTokenizer
 
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.tokenize import PromptCharLimit
@@ -22,6 +20,7 @@ from autoglm.server.openai.protocol import ChatCompletionRequest, ChatMessage
 from autoglm.server.openai.tokenizer_pool import TokenizerPool
 from autoglm.server.response_cache.key import response_cache_key
 from tests.server.media.images import data_url, encoded
+from tests.vision_processor import image_only_processor
 
 OPENAI_PARTS = ChatRendering(content_format="openai")
 SHOT, OTHER = encoded(56, 84, (200, 30, 10)), encoded(56, 84, (10, 30, 200))
@@ -54,17 +53,7 @@ def prompt_of(reading, messages, **kwargs):
 
 def transformers_processor(folder):
     """The model's own processor, minus the video processor transformers builds only with torchvision."""
-    processor_class = getattr(transformers, json.loads((folder / "preprocessor_config.json").read_text())
-                              ["processor_class"])
-
-    class ImageOnlyProcessor(processor_class):
-        @classmethod
-        def get_attributes(cls):
-            return ["image_processor", "tokenizer"]
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return ImageOnlyProcessor(image_processor=AutoImageProcessor.from_pretrained(folder, backend="pil"),
-                              tokenizer=tokenizer, chat_template=tokenizer.chat_template)
+    return image_only_processor(folder)
 
 
 def test_ids_pixels_and_grids_equal_the_transformers_processors(glm4v_tiny, reading):
