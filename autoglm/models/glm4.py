@@ -10,7 +10,11 @@ from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
+def glm4_spec(config: ModelConfig) -> DecoderSpec:
+    """GLM-4's decoder, which GLM-4.1V's shares."""
+    return DecoderSpec(qkv_bias=config.attention_bias, sandwich_norms=True, interleaved_rotary=True)
+
+
 class Glm4ForCausalLM(DecoderForCausalLM):
     def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
-        spec = DecoderSpec(qkv_bias=config.attention_bias, sandwich_norms=True, interleaved_rotary=True)
-        super().__init__(config, spec, linear_methods)
+        super().__init__(config, glm4_spec(config), linear_methods)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoglm.models.glm4v_vision_config import Glm4vVisionConfig
 from autoglm.models.model_config import ModelConfig
+from autoglm.models.vision_towers import vision_tower_config
 
 
 @dataclass(frozen=True)
@@ -22,5 +22,5 @@ class ImageInputSpec:
         """The model's spec; None for a model that takes no images."""
         if config.vision is None:
             return None
-        vision = Glm4vVisionConfig.from_dict(config.vision.vision_config)
+        vision = vision_tower_config(config.architecture, config.vision.vision_config)
         return cls(config.vision.image_token_id, vision.spatial_merge_size, vision.patch_features)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.models.quantization_config import CheckpointQuantization, parse_quantization_config
+from autoglm.models.vision_towers import VISION_TOWER_CONFIGS
 
 # Values a family's transformers config class assumes when config.json leaves them out.
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -19,10 +20,12 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "Glm4vForConditionalGeneration": {"partial_rotary_factor": 0.5, "attention_bias": True},
 }
 # Vision-language architectures: their decoder's settings sit in a nested ``text_config``.
-VISION_LANGUAGE_ARCHITECTURES = frozenset({"Glm4vForConditionalGeneration"})
+VISION_LANGUAGE_ARCHITECTURES = frozenset(VISION_TOWER_CONFIGS)
 # Keys of the outer config that speak for the whole checkpoint, its decoder included.
 _OUTER_KEYS = ("architectures", "tie_word_embeddings", "quantization_config")
 _DEFAULT_ROPE_THETA = 10000.0
+# Qwen2.5-VL's checkpoints spell their rotary "mrope": the default frequencies, turned by three axes.
+_ROPE_TYPE_ALIASES = {"mrope": "default"}
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,7 @@ def _parse_rope(
         return fallback if value is None else value
 
     rope_type = rope.get("rope_type") or rope.get("type") or "default"
+    rope_type = _ROPE_TYPE_ALIASES.get(rope_type, rope_type)
     original_max = int(
         data.get("original_max_position_embeddings")
         or rope.get("original_max_position_embeddings")

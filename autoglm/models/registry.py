@@ -6,6 +6,7 @@ from autoglm.models.glm4 import Glm4ForCausalLM
 from autoglm.models.glm4v import Glm4vForConditionalGeneration
 from autoglm.models.llama import LlamaForCausalLM
 from autoglm.models.qwen2 import Qwen2ForCausalLM
+from autoglm.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
 from autoglm.models.qwen3 import Qwen3ForCausalLM
 
 _MODEL_CLASSES: dict[str, type[DecoderForCausalLM]] = {
@@ -13,6 +14,7 @@ _MODEL_CLASSES: dict[str, type[DecoderForCausalLM]] = {
     "Glm4vForConditionalGeneration": Glm4vForConditionalGeneration,
     "LlamaForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
+    "Qwen2_5_VLForConditionalGeneration": Qwen2_5_VLForConditionalGeneration,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,
 }
 SUPPORTED_ARCHITECTURES = tuple(_MODEL_CLASSES)

@@ -1,14 +1,17 @@
-"""GLM-4.1V through the engine with images in the prompt: greedy tokens and log-probs equal to transformers'
-``generate`` in float32, under chunked prefill, prefix caching, preemption and n = 2; bad images refused."""
+"""GLM-4.1V and Qwen2.5-VL through the engine with images in the prompt: greedy tokens and log-probs equal to
+transformers' ``generate`` in float32, under chunked prefill, prefix caching, preemption and n = 2; bad images
+refused."""
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 from dataclasses import dataclass
 
 import pytest
 import torch
 from PIL import Image
-from transformers import Glm4vForConditionalGeneration
+from transformers import AutoConfig, Glm4vForConditionalGeneration, Qwen2_5_VLForConditionalGeneration
 
 from autoglm import LLM
 from autoglm.bench.cli import main
@@ -25,16 +28,30 @@ from tests.vision_processor import image_only_processor
 pytestmark = pytest.mark.timeout(300)
 
 WEIGHT_STD = 0.15  # wider than a real init, so that greedy choices are far from ties
-IMAGE = "<|begin_of_image|><|image|><|end_of_image|>"
 RED_TALL = Image.new("RGB", (56, 84), (200, 30, 10))
 BLUE_WIDE = Image.new("RGB", (84, 56), (10, 100, 220))
 GREEN_TALL = Image.new("RGB", (56, 84), (20, 180, 40))  # the size of RED_TALL, other pixels
-ONE_IMAGE = f"look {IMAGE} now"
-TWO_IMAGES = f"one {IMAGE} two {IMAGE} three"
-LONG_AFTER = f"see {IMAGE} and tell me what it shows in a few words"  # its image lies in full blocks
+ONE_IMAGE = "look {image} now"
+TWO_IMAGES = "one {image} two {image} three"
+LONG_AFTER = "see {image} and tell me what it shows in a few words"  # its image lies in full blocks
 MAX_TOKENS = 6
 LOGPROB_TOLERANCE = 1e-4
 BLOCK_SIZE = 4
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A tiny checkpoint's make-model shape, its transformers class and how its prompts write one image."""
+
+    name: str
+    reference_class: type
+    image: str
+
+
+SHAPES = [
+    Shape("glm4v-tiny", Glm4vForConditionalGeneration, "<|begin_of_image|><|image|><|end_of_image|>"),
+    Shape("qwen2.5-vl-tiny", Qwen2_5_VLForConditionalGeneration, "<|vision_start|><|image_pad|><|vision_end|>"),
+]
 
 
 @dataclass
@@ -44,12 +61,17 @@ class Reference:
     logprobs: list[float]
 
 
+@pytest.fixture(scope="module", params=SHAPES, ids=lambda shape: shape.name)
+def shape(request) -> Shape:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    """A tiny GLM-4.1V checkpoint with its tokenizer and image processor, its weights spread wider."""
-    path = tmp_path_factory.mktemp("glm4v")
-    main(["make-model", "--shape", "glm4v-tiny", "--dtype", "float32", "--out", str(path)])
-    model = Glm4vForConditionalGeneration.from_pretrained(path)
+def folder(tmp_path_factory, shape):
+    """A tiny checkpoint with its tokenizer and image processor, its weights spread wider."""
+    path = tmp_path_factory.mktemp(shape.name)
+    main(["make-model", "--shape", shape.name, "--dtype", "float32", "--out", str(path)])
+    model = shape.reference_class.from_pretrained(path)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -60,10 +82,10 @@ def folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(folder):
+def reference(folder, shape):
     """The transformers model and its processor (images only: the video processor needs torchvision)."""
     processor = image_only_processor(folder)
-    return Glm4vForConditionalGeneration.from_pretrained(folder).eval(), processor
+    return shape.reference_class.from_pretrained(folder).eval(), processor
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +93,11 @@ def llm(folder):
     return LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE)
 
 
-def generate_reference(reference, text: str, images: list[Image.Image]) -> Reference:
-    """The prompt as the engine takes it, and transformers' greedy tokens with their log-probs."""
+def generate_reference(reference, template: str, image: str, images: list[Image.Image]) -> Reference:
+    """The prompt (``template`` with each ``{image}`` written as ``image``) as the engine takes it, and
+    transformers' greedy tokens with their log-probs."""
     model, processor = reference
+    text = template.format(image=image)
     inputs = processor(text=[text], images=images or None, return_tensors="pt")
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=MAX_TOKENS, do_sample=False, output_logits=True,
@@ -111,13 +135,13 @@ def encoder_calls(llm: LLM) -> int:
 
 
 @pytest.fixture(scope="module")
-def references(reference):
+def references(reference, shape):
     return {
-        "one": generate_reference(reference, ONE_IMAGE, [RED_TALL]),
-        "two": generate_reference(reference, TWO_IMAGES, [RED_TALL, BLUE_WIDE]),
-        "text": generate_reference(reference, "no picture in this prompt at all", []),
-        "long_red": generate_reference(reference, LONG_AFTER, [RED_TALL]),
-        "long_green": generate_reference(reference, LONG_AFTER, [GREEN_TALL]),
+        "one": generate_reference(reference, ONE_IMAGE, shape.image, [RED_TALL]),
+        "two": generate_reference(reference, TWO_IMAGES, shape.image, [RED_TALL, BLUE_WIDE]),
+        "text": generate_reference(reference, "no picture in this prompt at all", shape.image, []),
+        "long_red": generate_reference(reference, LONG_AFTER, shape.image, [RED_TALL]),
+        "long_green": generate_reference(reference, LONG_AFTER, shape.image, [GREEN_TALL]),
     }
 
 
@@ -183,19 +207,25 @@ def test_two_completions_share_the_image(llm, references):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda ids, images: (ids, images[:1]), "holds 2 runs of the image placeholder token 9 but 1 images"),
-    (lambda ids, images: (ids[:ids.index(9)] + ids[ids.index(9) + 1:], images),
-     r"holds 11 tokens, but its grid \(1, 8, 6\) merges to 48 / 2\^2 = 12"),
-    (lambda ids, images: (ids, (ImageInput(images[0].pixel_values[:, :100], images[0].grid_thw, b"x"), images[1])),
-     r"pixel_values must be a float tensor of \[patches, features\] = \[48, 1176\] "
-     r"for grid \(1, 8, 6\), got \(48, 100\)"),
-    (lambda ids, images: (ids, (ImageInput(images[0].pixel_values, (2, 6, 4), b"x"), images[1])),
+    (lambda ids, images, token: (ids, images[:1]), "holds 2 runs of the image placeholder token {token} but 1 images"),
+    (lambda ids, images, token: (ids[:ids.index(token)] + ids[ids.index(token) + 1:], images),
+     "holds {short} tokens, but its grid {grid} merges to {patches} / 2^2 = {tokens}"),
+    (lambda ids, images, token: (ids, (ImageInput(images[0].pixel_values[:, :100], images[0].grid_thw, b"x"),
+                                       images[1])),
+     "pixel_values must be a float tensor of [patches, features] = [{patches}, 1176] for grid {grid}, "
+     "got ({patches}, 100)"),
+    (lambda ids, images, token: (ids, (ImageInput(images[0].pixel_values, (2, 6, 4), b"x"), images[1])),
      "must be one frame"),
 ])
 def test_bad_images_are_refused(llm, references, change, message):
+    """``message`` names the first image's placeholder token, grid, patches and tokens as the model reads them."""
     prompt = references["two"].prompt
-    token_ids, images = change(list(prompt.token_ids), prompt.multi_modal.images)
-    with pytest.raises(InvalidRequestError, match=message):
+    token = llm.engine.model_config.vision.image_token_id
+    grid = prompt.multi_modal.images[0].grid_thw
+    patches = math.prod(grid)
+    message = message.format(token=token, grid=grid, patches=patches, tokens=patches // 4, short=patches // 4 - 1)
+    token_ids, images = change(list(prompt.token_ids), prompt.multi_modal.images, token)
+    with pytest.raises(InvalidRequestError, match=re.escape(message)):
         llm.engine.add_request("bad", TokenizedPrompt(token_ids, multi_modal=MultiModalPrompt(tuple(images))))
     assert not llm.engine.has_unfinished_requests()
 
@@ -212,7 +242,12 @@ def test_tensor_parallelism_is_refused_for_a_vision_model(folder):
 
 def test_config_reads_the_decoder_from_text_config(folder):
     config = ModelConfig.from_pretrained(folder)
+    expected = AutoConfig.from_pretrained(folder)
+    text, rope = expected.text_config, expected.text_config.rope_parameters
+    eos_token_ids = text.eos_token_id if isinstance(text.eos_token_id, list) else [text.eos_token_id]
     assert (config.architecture, config.hidden_size, config.num_hidden_layers, config.eos_token_ids) == (
-        "Glm4vForConditionalGeneration", 64, 2, [1, 3])
-    assert config.rope.mrope_section == (2, 3, 3) and config.rope.partial_rotary_factor == 0.5
-    assert config.vision.image_token_id == 9 and ImageInputSpec.of(config).patch_features == 1176
+        expected.architectures[0], text.hidden_size, text.num_hidden_layers, eos_token_ids)
+    assert (config.rope.rope_type, config.rope.theta, config.rope.partial_rotary_factor) == (
+        rope["rope_type"], rope["rope_theta"], rope.get("partial_rotary_factor", 1.0))
+    assert config.rope.mrope_section == tuple(rope["mrope_section"])
+    assert config.vision.image_token_id == expected.image_token_id and ImageInputSpec.of(config).patch_features == 1176
