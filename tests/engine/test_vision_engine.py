@@ -19,6 +19,7 @@ from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.errors import InvalidRequestError
 from autoglm.models.image_input_spec import ImageInputSpec
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.multimodal import ImageInput, MultiModalPrompt
 from autoglm.sampling_params import SamplingParams
@@ -251,3 +252,15 @@ def test_config_reads_the_decoder_from_text_config(folder):
         rope["rope_type"], rope["rope_theta"], rope.get("partial_rotary_factor", 1.0))
     assert config.rope.mrope_section == tuple(rope["mrope_section"])
     assert config.vision.image_token_id == expected.image_token_id and ImageInputSpec.of(config).patch_features == 1176
+
+
+def test_weights_load_under_the_module_names_of_transformers_5(llm, reference):
+    """A state dict with ``model.language_model.`` and ``model.visual.`` fills the model as the saved checkpoint did."""
+    state = reference[0].state_dict()
+    assert any(name.startswith("model.language_model.") for name in state)
+    served = llm.engine.runner.model
+    model = type(served)(served.config, LinearMethods())
+    model.load_weights(state.items())
+    served_parameters = dict(served.named_parameters())
+    for name, parameter in model.named_parameters():
+        assert torch.equal(parameter, served_parameters[name]), name

@@ -1,9 +1,12 @@
 """A conversation with images on the glm4v-tiny checkpoint: the same ids, pixels and grids as the model's own
-transformers processor gives; limits, resizing bounds and content hashes."""
+transformers processor gives (on qwen2.5-vl-tiny too); limits, resizing bounds and content hashes."""
 from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,15 +37,24 @@ def user_turn(*images: bytes, text: str = "What is here?") -> dict:
     return {"role": "user", "content": [*map(image_part, images), {"type": "text", "text": text}]}
 
 
-@pytest.fixture(scope="module")
-def reading(glm4v_tiny):
-    tokenizer = AutoTokenizer.from_pretrained(glm4v_tiny)
+@contextmanager
+def reading_of(folder: Path) -> Iterator[tuple[TokenizerPool, PromptImages]]:
+    """The server's tokenizer pool and image reader for the checkpoint in ``folder``."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     pool = TokenizerPool(tokenizer, 1, PromptCharLimit(100_000, 100))
     media = AutoGLMConfig(limit_mm_per_prompt=2).server_config().media
-    images = PromptImages.for_checkpoint(glm4v_tiny, media, 1)
-    yield pool, images
-    pool.shutdown()
-    images.shutdown()
+    images = PromptImages.for_checkpoint(folder, media, 1)
+    try:
+        yield pool, images
+    finally:
+        pool.shutdown()
+        images.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reading(glm4v_tiny):
+    with reading_of(glm4v_tiny) as pool_and_images:
+        yield pool_and_images
 
 
 def prompt_of(reading, messages, **kwargs):
@@ -56,11 +68,14 @@ def transformers_processor(folder):
     return image_only_processor(folder)
 
 
-def test_ids_pixels_and_grids_equal_the_transformers_processors(glm4v_tiny, reading):
+@pytest.mark.parametrize("checkpoint", ["glm4v_tiny", "qwen2_5_vl_tiny"])
+def test_ids_pixels_and_grids_equal_the_transformers_processors(request, checkpoint):
+    folder = request.getfixturevalue(checkpoint)
     history = [{"role": "system", "content": "You operate a phone."}, user_turn(SHOT, text="Open settings"),
                {"role": "assistant", "content": "do(action=\"Tap\")"}, user_turn(OTHER, text="Now?")]
-    chat = prompt_of(reading, history)
-    processor = transformers_processor(glm4v_tiny)
+    with reading_of(folder) as reading:
+        chat = prompt_of(reading, history)
+    processor = transformers_processor(folder)
     as_transformers = [{"role": turn["role"], "content": turn["content"] if isinstance(turn["content"], str) else [
         {"type": "image"} if part["type"] == "image_url" else part for part in turn["content"]]} for turn in history]
     text = processor.apply_chat_template(as_transformers, tokenize=False, add_generation_prompt=True)

@@ -1,6 +1,6 @@
 """Images through a running server: a text-only model refuses them naming the part; a vision model answers the
 AutoGLM phone agent's requests, and refuses bad images while a normal stream beside them gains a token in every
-engine step."""
+engine step; Qwen2.5-VL answers a request with an image."""
 from __future__ import annotations
 
 import threading
@@ -88,5 +88,19 @@ def test_the_phone_agents_requests_and_bad_images_beside_a_stream(glm4v_tiny, mo
         request_id = stream_ids[0]
         held = [index for index, ids in enumerate(steps) if request_id in ids]
         assert held == list(range(held[0], held[-1] + 1))  # a token in every step from its first to its last
+    finally:
+        running.stop()
+
+
+@pytest.mark.timeout(300)
+def test_qwen2_5_vl_answers_a_request_with_an_image(qwen2_5_vl_tiny):
+    running = start_server(qwen2_5_vl_tiny, max_context_len=1024, kv_cache_memory="16MiB")
+    try:
+        client = running.openai()
+        card = client.models.list().data[0]
+        assert card.model_extra["input_modalities"] == ["text", "image"]
+        reply = client.chat.completions.create(model=card.id, messages=[screenshot_turn("What is here?", encoded())],
+                                               max_tokens=4, temperature=0)
+        assert reply.choices[0].finish_reason in ("stop", "length") and reply.usage.prompt_tokens > 6
     finally:
         running.stop()
