@@ -10,17 +10,14 @@ checkpoint tensors are named.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Protocol
-
 import torch
 from torch import nn
 
 from autoglm.models.decoder import DecoderForCausalLM, DecoderSpec
 from autoglm.models.image_embeddings import ImageEmbeddings
-from autoglm.models.linear_method import LinearMethodBase, LinearMethods
+from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.mrope import MROPE_AXES, MultimodalRotaryEmbedding
-from autoglm.models.vision_config import VisionTowerConfig
 from autoglm.models.vision_towers import vision_tower_config
 from autoglm.models.vision_weights import VISION_PREFIXES, vision_tower_weights
 from autoglm.multimodal import ImageInput
@@ -30,17 +27,12 @@ _LANGUAGE_MODEL_PREFIX = "model.language_model."
 _ENCODER_NAME = "visual"
 
 
-class VisionEncoder(Protocol):
-    """What the model asks of its family's encoder class."""
-
-    def __call__(self, config: VisionTowerConfig, linear_method: LinearMethodBase) -> nn.Module: ...
-
-
 class VisionLanguageModel(DecoderForCausalLM):
     """The decoder (``model``, ``lm_head``) and the vision encoder (``visual``)."""
 
     def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_methods: LinearMethods,
-                 encoder: VisionEncoder) -> None:
+                 encoder_class: type[nn.Module]) -> None:
+        """``encoder_class`` is built from the tower's settings and the layers' linear method."""
         if config.vision is None or config.rope.mrope_section is None:
             raise ValueError(f"{config.architecture} needs a 'vision_config' and an 'mrope_section' in its text "
                              "config's rotary settings; the checkpoint's config.json lacks one")
@@ -48,7 +40,7 @@ class VisionLanguageModel(DecoderForCausalLM):
         self.model.rotary_emb = MultimodalRotaryEmbedding(config, interleaved=spec.interleaved_rotary,
                                                           mrope_section=config.rope.mrope_section)
         self.vision_config = vision_tower_config(config.architecture, config.vision.vision_config)
-        self.visual = encoder(self.vision_config, linear_methods.layers)
+        self.visual = encoder_class(self.vision_config, linear_methods.layers)
 
     def enable_native_decode(self, max_rows: int) -> None:
         """Never: the native decode step turns 1-D positions only, so every step runs layer by layer."""
