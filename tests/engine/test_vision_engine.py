@@ -264,3 +264,13 @@ def test_weights_load_under_the_module_names_of_transformers_5(llm, reference):
     served_parameters = dict(served.named_parameters())
     for name, parameter in model.named_parameters():
         assert torch.equal(parameter, served_parameters[name]), name
+
+
+def test_the_hub_spelling_of_multimodal_rotary_reads_as_the_default_frequencies():
+    text = {"vocab_size": 384, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "rms_norm_eps": 1e-6, "max_position_embeddings": 2048,
+            "rope_theta": 1000000.0, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}
+    config = ModelConfig.from_dict({"architectures": ["Qwen2_5_VLForConditionalGeneration"], "text_config": text,
+                                    "image_token_id": 6, "vision_config": {}})
+    assert (config.rope.rope_type, config.rope.theta, config.rope.mrope_section) == ("default", 1e6, (2, 3, 3))
+    assert ImageInputSpec.of(config) == ImageInputSpec(image_token_id=6, spatial_merge_size=2, patch_features=1176)
