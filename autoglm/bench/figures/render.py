@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.figures import (glance_tables, llamacpp_tables, quantization_tables, structured_tables, tables,
-                                   tenant_tables)
+from autoglm.bench.figures import (glance_tables, image_tables, llamacpp_tables, quantization_tables, structured_tables,
+                                   tables, tenant_tables)
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.results import quantities as q
 from autoglm.bench.results.machine import describe_machine
@@ -57,6 +57,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "structured": structured_tables.structured,
     "glance": glance_tables.glance,
     "compare-llamacpp": llamacpp_tables.compare_llamacpp,
+    "images": image_tables.images,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
