@@ -64,7 +64,7 @@ class EngineImages:
     cached_tokens: int  # of the second request's prompt, served from the prefix cache
     one_at_a_time: Samples  # encoder images per second, one image a call
     batched: Samples  # encoder images per second, ``batch_size`` images a call
-    profile: EncoderProfile | None  # one encoder call of one image, on a CPU only
+    profile: EncoderProfile  # one encoder call of one image
 
 
 @dataclass(frozen=True)
@@ -132,10 +132,8 @@ def engine_images(llm: LLM, inputs: ScreenshotInputs, settings: ImagesSettings) 
     batch = inputs.images[:settings.batch_size]
     rates = {batched: [_images_per_s(encode, batch, batched, device) for _ in range(settings.num_iters + 1)][1:]
              for batched in (False, True)}
-    profile = None
-    if device.type == "cpu":
-        with torch.inference_mode():
-            profile = profile_encoder(lambda: encode(batch[:1]))
+    with torch.inference_mode():
+        profile = profile_encoder(engine.runner.model.visual, lambda: encode(batch[:1]), device)
     return EngineImages(dtype_name(engine.dtype), Samples(cold[1:]), Samples(hit[1:]), cached_tokens,
                         Samples(rates[False]), Samples(rates[True]), profile)
 
