@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from typing import TYPE_CHECKING
+
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 PAD_TOKEN, EOS_TOKEN = "<|pad|>", "<|endoftext|>"
 BASE_SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN)
@@ -51,6 +55,9 @@ def build_bench_tokenizer(
     ``special_tokens`` (a model's markers, such as its image tokens) stay whole in encoding and are
     skipped in decoding, as in the model's own tokenizer.
     """
+    # Only where a tokenizer is built: listing the benchmarks imports this module's names, not transformers.
+    from transformers import PreTrainedTokenizerFast
+
     duplicated = sorted({token for token in special_tokens if special_tokens.count(token) > 1}
                         | set(BASE_SPECIAL_TOKENS) & set(special_tokens))
     if duplicated:
