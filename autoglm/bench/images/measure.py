@@ -30,7 +30,7 @@ from autoglm.models.model_config import ModelConfig
 from autoglm.models import resolve_dtype
 from autoglm.multimodal import ImageInput
 from autoglm.sampling_params import SamplingParams
-from autoglm.server.media.preprocess import ImagePreprocessor
+from autoglm.image_inputs.preprocess import ImagePreprocessor
 
 DECODER_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "vocab_size")

@@ -13,8 +13,8 @@ from PIL import Image, ImageDraw
 
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.multimodal import ImageInput, MultiModalPrompt
-from autoglm.server.media.placeholders import expand_image_tokens
-from autoglm.server.media.preprocess import ImagePreprocessor
+from autoglm.image_inputs.placeholders import expand_image_tokens
+from autoglm.image_inputs.preprocess import ImagePreprocessor
 
 SCREENSHOT_SIZE = (1080, 2400)  # width, height: a common phone screen
 INSTRUCTION = "Which app is open? Tap the search field and type the name of the nearest cafe."

@@ -3,15 +3,21 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from autoglm.errors import InvalidRequestError
 from autoglm.server.openai.errors import APIError
 
 
-class MediaError(Exception):
+class MediaError(InvalidRequestError):
     """An image that cannot be read, or that breaks a limit; `status` is 413 where it is too large."""
 
     def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
         super().__init__(message)
         self.status = status
+
+    @classmethod
+    def of(cls, error: InvalidRequestError) -> MediaError:
+        """`error` as a MediaError: itself, or a 400 with its message (from preprocessing, below the server)."""
+        return error if isinstance(error, MediaError) else cls(str(error))
 
     def at(self, param: str) -> APIError:
         """The API's error naming the part at fault, `messages[i].content[j]`, in its message and its param."""

@@ -15,12 +15,13 @@ from autoglm.config.server import MediaConfig
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.multimodal import ImageInput, MultiModalPrompt
 from autoglm.server.media.decode import decode_image
+from autoglm.errors import InvalidRequestError
 from autoglm.server.media.errors import MediaError
 from autoglm.server.media.fetch import Resolver, resolve_addresses
 from autoglm.server.media.image_parts import ImagePart
 from autoglm.server.media.image_sources import ImageSources
-from autoglm.server.media.placeholders import expand_image_tokens
-from autoglm.server.media.preprocess import ImagePreprocessor
+from autoglm.image_inputs.placeholders import expand_image_tokens
+from autoglm.image_inputs.preprocess import ImagePreprocessor
 from autoglm.server.media.vision_model import VisionModel
 
 
@@ -46,8 +47,8 @@ class PromptImages:
         for a size) naming its part."""
         try:
             bounds = self._preprocessor.bounds(request_kwargs or {})
-        except MediaError as error:
-            raise error.at("mm_processor_kwargs") from None
+        except InvalidRequestError as error:
+            raise MediaError.of(error).at("mm_processor_kwargs") from None
         loop = asyncio.get_running_loop()
         return list(await asyncio.gather(*(loop.run_in_executor(self._executor, self._read_one, part, bounds)
                                            for part in parts)))
@@ -56,16 +57,16 @@ class PromptImages:
         try:
             encoded = self._sources.read(part.url)
             return self._preprocessor.preprocess(decode_image(encoded, self.config.max_image_pixels), encoded, bounds)
-        except MediaError as error:
-            raise error.at(part.param) from None
+        except InvalidRequestError as error:
+            raise MediaError.of(error).at(part.param) from None
 
     def prompt(self, token_ids: list[int], images: list[ImageInput]) -> TokenizedPrompt:
         """The rendered prompt with each image's placeholder expanded, and the images beside it."""
         counts = [self._preprocessor.num_tokens(image) for image in images]
         try:
             expanded = expand_image_tokens(token_ids, self.vision.image_token_id, counts)
-        except MediaError as error:
-            raise error.at("messages") from None
+        except InvalidRequestError as error:
+            raise MediaError.of(error).at("messages") from None
         return TokenizedPrompt(expanded, multi_modal=MultiModalPrompt(tuple(images)) if images else None)
 
     def shutdown(self) -> None:

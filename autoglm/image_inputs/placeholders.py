@@ -1,7 +1,7 @@
 """Each image's one placeholder token in a rendered prompt, repeated once per merged patch of that image."""
 from __future__ import annotations
 
-from autoglm.server.media.errors import MediaError
+from autoglm.errors import InvalidRequestError
 
 
 def expand_image_tokens(token_ids: list[int], image_token_id: int, tokens_per_image: list[int]) -> list[int]:
@@ -10,7 +10,7 @@ def expand_image_tokens(token_ids: list[int], image_token_id: int, tokens_per_im
     the image token itself, which would shift every image after it."""
     found = token_ids.count(image_token_id)
     if found != len(tokens_per_image):
-        raise MediaError(f"the rendered prompt holds {found} image tokens for {len(tokens_per_image)} images; the "
+        raise InvalidRequestError(f"the rendered prompt holds {found} image tokens for {len(tokens_per_image)} images; the "
                          f"messages' text must not spell the model's image token")
     expanded: list[int] = []
     images = iter(tokens_per_image)

@@ -10,7 +10,7 @@ from PIL import Image
 from transformers import AutoImageProcessor
 
 from autoglm.multimodal import ImageInput
-from autoglm.server.media.errors import MediaError
+from autoglm.errors import InvalidRequestError
 
 
 class ImagePreprocessor:
@@ -28,7 +28,7 @@ class ImagePreprocessor:
         """The resizing bounds one request's images get: its own mm_processor_kwargs over the server's."""
         bounds = {**self._bounds, **request_kwargs}
         if bounds["min_pixels"] > bounds["max_pixels"]:
-            raise MediaError(f"min_pixels ({bounds['min_pixels']}) must be at most max_pixels "
+            raise InvalidRequestError(f"min_pixels ({bounds['min_pixels']}) must be at most max_pixels "
                              f"({bounds['max_pixels']}); the server's bounds, which the request's replace, are {self._bounds}")
         return bounds
 
@@ -37,7 +37,7 @@ class ImagePreprocessor:
             batch = self._processor(images=[image], return_tensors="pt",
                                     size={"shortest_edge": bounds["min_pixels"], "longest_edge": bounds["max_pixels"]})
         except ValueError as error:  # an aspect ratio past what the processor resizes
-            raise MediaError(f"the image processor cannot read the image: {error}") from None
+            raise InvalidRequestError(f"the image processor cannot read the image: {error}") from None
         grid = tuple(int(patches) for patches in batch["image_grid_thw"][0])
         return ImageInput(batch["pixel_values"], grid, content_hash(encoded, bounds))
 
