@@ -19,9 +19,14 @@ class ReasoningParserSpec:
 
     def new_parser(self, phase: ThinkingPhase) -> ThinkTagParser:
         """A parser for one output, given the phase the prompt left thinking in (phase.py)."""
+        return ThinkTagParser(self.start, self.end, self.output_phase(phase), skips_leading_start=self.always_thinks)
+
+    def output_phase(self, phase: ThinkingPhase) -> ThinkingPhase:
+        """Where the output's thinking starts, given the prompt's phase: a model that always thinks is
+        thinking from its first token unless the prompt closed it."""
         if self.always_thinks and phase is ThinkingPhase.NOT_BEGUN:
-            phase = ThinkingPhase.OPEN
-        return ThinkTagParser(self.start, self.end, phase, skips_leading_start=self.always_thinks)
+            return ThinkingPhase.OPEN
+        return phase
 
 
 REASONING_PARSERS: dict[str, ReasoningParserSpec] = {spec.key: spec for spec in (

@@ -12,14 +12,10 @@ from autoglm.thinking import ThinkingBounds, ThinkingPhase
 
 
 def turn_phase(spec: ReasoningParserSpec | None, reply_opening: str) -> ThinkingPhase:
-    """This turn's thinking phase, read from the text the template opened the reply with. A model that
-    always thinks first is thinking from the start unless the prompt closed it."""
+    """This turn's thinking phase, read from the text the template opened the reply with."""
     if spec is None:
         return ThinkingPhase.CLOSED
-    phase = prompt_phase(reply_opening, spec.start, spec.end)
-    if phase is ThinkingPhase.NOT_BEGUN and spec.always_thinks:
-        return ThinkingPhase.OPEN
-    return phase
+    return spec.output_phase(prompt_phase(reply_opening, spec.start, spec.end))
 
 
 def request_thinking(spec: ReasoningParserSpec | None, tokenizer: PreTrainedTokenizerBase, phase: ThinkingPhase,
