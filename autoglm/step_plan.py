@@ -98,7 +98,8 @@ class StepPlan:
     # Images the runner encodes before the forward, in one encoder call, and keeps by content hash.
     encode_images: list[ImageInput] = field(default_factory=list)
     image_rows: list[ImageRows] = field(default_factory=list)
-    # Keys of encoded images the runner drops first: no unfinished sequence has their placeholders left to compute.
+    # Keys of encoded images the runner drops once this step's rows are gathered: no unfinished sequence has
+    # their placeholders left to compute after this step.
     drop_images: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:

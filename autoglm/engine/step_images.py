@@ -3,8 +3,9 @@
 The runner keeps each encoded image by its content hash; the engine keeps the same set of keys
 here, updated as each plan is built (the runner applies plans in the order they are built), so
 that an image shared by several running prompts is encoded once, and dropped only once no
-unfinished sequence has placeholders of it left to compute. A preempted sequence still counts as
-unfinished, so it finds its images held when it computes its prompt again.
+unfinished sequence has placeholders of it left to compute after the step that reads it. The runner
+drops once the step's rows are gathered, so an idle engine holds no finished prompt's image. A preempted
+sequence whose image was released encodes it again when it computes its prompt again.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class EncodedImages:
 
     def plan(self, planned: PlannedStep, unfinished: Iterable[Sequence]) -> None:
         """Fill ``planned.plan``'s images: rows for every placeholder among its tokens, the images the runner
-        does not hold yet (each once, however many rows read it), the keys no sequence needs any more.
+        does not hold yet (each once, however many rows read it), the keys no sequence needs after this step.
         Nothing to do, and ``unfinished`` left unread, while no image is in play."""
         plan = planned.plan
         if not self.held and not self._unknown and all(seq.vision is None for seq in planned.seqs):
@@ -47,10 +48,13 @@ class EncodedImages:
                 plan.image_rows.append(ImageRows(token_index, image.key, first_row, num_rows))
                 if image.key not in self.held:
                     encode.setdefault(image.key, image.input)
-        needed = {image.key for seq in unfinished if seq.vision is not None
-                  for image in seq.vision.images if image.end > seq.num_computed_tokens}
-        dropped = (self.held - needed) | self._unknown  # the runner drops before it encodes
-        plan.drop_images = sorted(dropped)
+        # What any unfinished sequence still has to compute once this step is done: its own rows are gathered
+        # by then, so an image whose last placeholder this step computes is released with it, not a step later.
+        computed_after = {id(seq): seq_len for seq, seq_len in zip(planned.seqs, plan.seq_lens)}
+        needed = {image.key for seq in unfinished if seq.vision is not None for image in seq.vision.images
+                  if image.end > computed_after.get(id(seq), seq.num_computed_tokens)}
+        released = (self.held | encode.keys() | self._unknown) - needed
+        plan.drop_images = sorted(released)
         plan.encode_images = list(encode.values())
-        self.held = (self.held - dropped) | encode.keys()
-        self._unknown = set()
+        self.held = (self.held | encode.keys()) & needed
+        self._unknown = self._unknown - encode.keys() - released

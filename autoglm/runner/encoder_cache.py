@@ -29,16 +29,18 @@ class EncoderCache:
         self.num_encoder_calls = 0
 
     def step_embeddings(self, plan: StepPlan) -> ImageEmbeddings | None:
-        """Apply ``plan``'s drops, then encode its new images in one call, then gather the rows its
-        placeholder tokens take; None when it has none."""
-        for key in plan.drop_images:
-            self.rows.pop(key, None)
+        """Encode ``plan``'s new images in one call, gather the rows its placeholder tokens take, then apply its
+        drops; None when it reads no image."""
         if plan.encode_images:
             self.num_encoder_calls += 1
             encoded = self._encode(plan.encode_images)
             self.rows.update((image.content_hash, rows) for image, rows in zip(plan.encode_images, encoded))
-        if not plan.image_rows:
-            return None
+        embeddings = self._gather(plan) if plan.image_rows else None
+        for key in plan.drop_images:
+            self.rows.pop(key, None)
+        return embeddings
+
+    def _gather(self, plan: StepPlan) -> ImageEmbeddings:
         missing = [entry.key.hex() for entry in plan.image_rows if entry.key not in self.rows]
         if missing:
             raise ValueError(f"the plan reads images the runner does not hold: {', '.join(missing)}")

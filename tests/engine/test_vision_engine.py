@@ -156,6 +156,13 @@ def test_images_and_text_equal_transformers_in_one_batch(llm, references):
     assert not llm.engine.runner.encoder_cache.rows and not llm.engine.encoded_images.held
 
 
+def test_an_image_is_released_by_the_step_that_computes_its_last_placeholder(llm, references):
+    """A one-token request finishes in its prompt's step: the idle engine then holds no encoded rows."""
+    params = SamplingParams(temperature=0.0, max_tokens=1)
+    llm.generate([references["two"].prompt], params, use_tqdm=False)
+    assert not llm.engine.runner.encoder_cache.rows and not llm.engine.encoded_images.held
+
+
 def test_chunked_prefill_splits_the_text_around_images(folder, references):
     chunked = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
                   max_num_batched_tokens=5, enable_prefix_caching=False)
