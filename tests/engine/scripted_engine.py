@@ -70,6 +70,20 @@ class ScriptedRunner:
         return FIRST_TOKEN_ID + (sum(token_ids) * 31 + len(token_ids) * 7 + index * 101) % span
 
 
+class TranscriptRunner(ScriptedRunner):
+    """Writes ``scripts[i]`` (token ids, then EOS) as completion i's output, token by token by position."""
+
+    def __init__(self, vocab_size: int, eos_token_id: int) -> None:
+        super().__init__(vocab_size)
+        self.eos_token_id = eos_token_id
+        self.scripts: list[list[int]] = []
+
+    def next_token_at(self, seq: Sequence, position: int) -> int:
+        script = self.scripts[seq.index % len(self.scripts)]
+        written = position + 1 - seq.num_prompt_tokens
+        return script[written] if written < len(script) else self.eos_token_id
+
+
 @lru_cache(maxsize=4)
 def _model_files(folder: Path) -> tuple[ModelConfig, PreTrainedTokenizerBase]:
     return ModelConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(str(folder))

@@ -17,7 +17,6 @@ from transformers import AutoTokenizer
 
 from autoglm.config import AutoGLMConfig
 from autoglm.config.sources import ConfigError
-from autoglm.engine.sequence import Sequence
 from autoglm.engine.tokenize import PromptCharLimit
 from autoglm.server.openai.chat_prompt import ChatRendering, render_chat_prompt
 from autoglm.server.openai.errors import APIError
@@ -25,7 +24,7 @@ from autoglm.server.openai.protocol import ChatMessage
 from autoglm.server.reasoning.thinking_bounds import request_thinking
 from autoglm.server.state import ServerState
 from autoglm.thinking import ThinkingPhase
-from tests.engine.scripted_engine import ScriptedRunner, scripted_engine
+from tests.engine.scripted_engine import TranscriptRunner, scripted_engine
 from tests.optional_packages import needs_xgrammar
 from tests.server.live_server import start_server
 from tests.thinking_model import make_glm45_chat_model
@@ -47,20 +46,6 @@ EXPECTED = {
                       [("get_weather", {"city": 'Zürich "old town" <north>', "days": 3})]),
     TWO_CALLS: ("Two calls.", None, [("get_weather", {"city": "北京"}), ("get_time", {})]),
 }
-
-
-class TranscriptRunner(ScriptedRunner):
-    """Writes ``scripts[i]`` (token ids, then EOS) as completion i's output, token by token by position."""
-
-    def __init__(self, vocab_size: int, eos_token_id: int) -> None:
-        super().__init__(vocab_size)
-        self.eos_token_id = eos_token_id
-        self.scripts: list[list[int]] = []
-
-    def next_token_at(self, seq: Sequence, position: int) -> int:
-        script = self.scripts[seq.index % len(self.scripts)]
-        written = position + 1 - seq.num_prompt_tokens
-        return script[written] if written < len(script) else self.eos_token_id
 
 
 @pytest.fixture(scope="module")
