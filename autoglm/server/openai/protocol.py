@@ -221,6 +221,12 @@ class ImageContentPart(APIModel):
     type: Literal["image_url"]
     image_url: ImageURL = Field(exclude=True)
 
+    @field_validator("image_url", mode="before")
+    @classmethod
+    def _bare_url(cls, image_url: Any) -> Any:
+        """Some clients send the URL itself (``"image_url": "data:..."``), as vLLM accepts."""
+        return {"url": image_url} if isinstance(image_url, str) else image_url
+
 
 class MediaContentPart(BaseModel):
     """An audio, video or file part: its fields are not checked, for it is refused whole with a message

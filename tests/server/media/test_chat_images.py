@@ -94,6 +94,11 @@ def test_a_turn_whose_image_was_removed_is_plain_text(reading):
     assert prompt_of(reading, [earlier]).prompt.multi_modal is None
 
 
+def test_a_bare_url_string_reads_as_the_url_object(reading):
+    bare = {"role": "user", "content": [{"type": "image_url", "image_url": data_url(SHOT)}]}
+    assert prompt_of(reading, [bare]).image_hashes == prompt_of(reading, [user_turn(SHOT, text="")]).image_hashes
+
+
 def test_the_content_hash_follows_the_bytes_and_the_resizing_bounds(reading):
     same, again, other = (prompt_of(reading, [user_turn(data)]).image_hashes for data in (SHOT, SHOT, OTHER))
     assert same == again != other
