@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from autoglm.config.engine import EngineConfig
 from autoglm.config.sources import ConfigError
+from autoglm.user_data import user_data_dir
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,21 @@ class MediaConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Where and for how long the server keeps tenants' stored responses, files and batches, and how much."""
+
+    data_dir: str | None
+    storage_retention_days: float
+    tenant_storage_bytes: int
+    max_file_bytes: int
+    max_file_lines: int
+
+    def folder(self) -> Path:
+        """``data_dir``, else ``server`` under the user data folder."""
+        return Path(self.data_dir) if self.data_dir is not None else user_data_dir() / "server"
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Every setting a server reads, and the engine settings of the model it starts."""
 
@@ -144,6 +161,7 @@ class ServerConfig:
     ray: RayConfig
     chat: ChatConfig
     media: MediaConfig
+    storage: StorageConfig
     engine: EngineConfig
 
     def check_ray_rate_limits(self) -> None:

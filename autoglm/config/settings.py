@@ -31,6 +31,7 @@ from autoglm.config.server import (
     RayConfig,
     ResponseCacheConfig,
     ServerConfig,
+    StorageConfig,
     TenantsConfig,
     VersionsConfig,
     check_image_processor_kwargs,
@@ -92,6 +93,7 @@ class SettingGroup(str, Enum):
     TENANTS = "tenants"
     RESPONSE_CACHE = "response cache"
     VERSIONS = "model versions"
+    STORAGE = "stored responses, files and batches"
     RAY = "Ray Serve"  # read only by `autoglm serve --ray` and the Ray Serve application builder
 
 
@@ -106,10 +108,11 @@ _MEDIA = {"group": SettingGroup.MEDIA.value}
 _TENANTS = {"group": SettingGroup.TENANTS.value}
 _RESPONSE_CACHE = {"group": SettingGroup.RESPONSE_CACHE.value}
 _VERSIONS = {"group": SettingGroup.VERSIONS.value}
+_STORAGE = {"group": SettingGroup.STORAGE.value}
 _RAY = {"group": SettingGroup.RAY.value}
 # Groups only a server reads; other commands leave their flags out.
 SERVER_GROUPS = (SettingGroup.SERVER, SettingGroup.MEDIA, SettingGroup.TENANTS, SettingGroup.RESPONSE_CACHE, SettingGroup.VERSIONS,
-                 SettingGroup.RAY)
+                 SettingGroup.STORAGE, SettingGroup.RAY)
 
 
 def parse_byte_size(text: str) -> int:
@@ -688,6 +691,39 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_RESPONSE_CACHE,
     )
 
+    data_dir: str | None = Field(
+        None,
+        description=(
+            "Folder of what the server keeps for its tenants between requests and restarts: stored responses, "
+            "uploaded files, batches and their output. Unset: 'server' under the user data folder "
+            "($XDG_DATA_HOME/autoglm, else ~/.local/share/autoglm)."
+        ),
+        json_schema_extra={**_STORAGE, "metavar": "FOLDER"},
+    )
+    storage_retention_days: float = Field(
+        30.0, gt=0,
+        description="Days a stored response, an uploaded file or a batch (with its output and error files) is kept; "
+                    "then it is deleted.",
+        json_schema_extra=_STORAGE,
+    )
+    tenant_storage_bytes: int = Field(
+        10 * 1024**3, ge=1,
+        description="Bytes of files (uploaded, and batches' output) and stored responses one tenant may keep, in "
+                    "bytes or a size such as '10GiB'; an upload past it is answered 413.",
+        json_schema_extra=_STORAGE,
+    )
+    max_file_bytes: int = Field(
+        200 * 1000**2, ge=1,
+        description="Largest file one upload may carry, in bytes or a size such as '200MB' (OpenAI's limit for "
+                    "batch input files); a larger one is answered 413.",
+        json_schema_extra=_STORAGE,
+    )
+    max_file_lines: int = Field(
+        50_000, ge=1,
+        description="Most lines (requests) one batch input file may hold, as OpenAI allows.",
+        json_schema_extra=_STORAGE,
+    )
+
     serve_models: tuple[str, ...] = Field(
         (),
         description=(
@@ -858,6 +894,7 @@ class AutoGLMConfig(BaseModel):
             ray=_part(RayConfig, self),
             chat=_part(ChatConfig, self),
             media=_part(MediaConfig, self),
+            storage=_part(StorageConfig, self),
             engine=self.engine_config(),
         )
 
@@ -901,7 +938,7 @@ class AutoGLMConfig(BaseModel):
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
 
     @field_validator("max_request_body_bytes", "response_cache_max_entry_bytes", "response_cache_max_bytes",
-                     "max_image_bytes", mode="before")
+                     "max_image_bytes", "tenant_storage_bytes", "max_file_bytes", mode="before")
     @classmethod
     def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value
