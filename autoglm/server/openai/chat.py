@@ -1,6 +1,7 @@
 """POST /v1/chat/completions: messages rendered with the model's chat template, a reply out."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 
@@ -25,11 +26,16 @@ from autoglm.server.openai.responses import (
     UsageInfo,
 )
 from autoglm.server.openai.sampling import chat_sampling_params
-from autoglm.server.openai.generation import accept_generation, response_cache_lookup, serve_generation
+from autoglm.server.openai.generation import (
+    ResponseBuilder,
+    accept_generation,
+    response_cache_lookup,
+    serve_generation,
+)
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
-from autoglm.server.openai.streaming import ChoiceDelta
+from autoglm.server.openai.streaming import ChoiceDelta, ChunkStream
 from autoglm.server.media.conversation import chat_prompt
 from autoglm.server.openai.chat_prompt import ChatRendering
 from autoglm.server.openai.chat_reply import ReplyPiece, ReplyReading, ReplyStream
@@ -49,7 +55,30 @@ async def chat_completions(body: ChatCompletionRequest, raw: Request, state: Ser
     return await create_chat_completion(raw, state, body)
 
 
-async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest) -> Response:
+@dataclass(frozen=True)
+class ChatReplyContext:
+    """What the builder of a chat reply knows of its request, whichever API's shapes it answers in."""
+
+    request_id: str
+    created: int
+    model: str  # the served version's name
+    num_logprobs: int | None  # None: no log-probs asked for
+    tokenizer: PreTrainedTokenizerBase
+    reading: ReplyReading  # the reply's thinking, answer and tool calls, as the request's parsers read them
+
+
+ReplyBuilderFactory = Callable[[ChatReplyContext], ResponseBuilder]
+
+
+def chat_completion_builder(context: ChatReplyContext) -> ChatBuilder:
+    return ChatBuilder(context.request_id, context.created, context.model, context.num_logprobs, context.tokenizer,
+                       context.reading)
+
+
+async def create_chat_completion(raw: Request, state: ServerState, body: ChatCompletionRequest,
+                                 reply_builder: ReplyBuilderFactory = chat_completion_builder) -> Response:
+    """Run a chat request; ``reply_builder`` shapes its answer (OpenAI's chat completion unless another API's
+    route, having translated its request into this one, gives its own)."""
     tracker = state.new_tracker("chatcmpl", raw, body.messages)
     with tracker.logging_rejection():
         served = state.serve(body.model, tracker, body.user)
@@ -81,8 +110,8 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
     reading = ReplyReading(parsers.reasoning, phase, body.include_reasoning, tool_use,
                            on_malformed_call=parsers.malformed_call_counter(state.metrics, tool_use))
     num_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    builder = ChatBuilder(tracker.request_id, int(tracker.arrival_time), served.version_id, num_logprobs,
-                          engine.tokenizer, reading)
+    builder = reply_builder(ChatReplyContext(tracker.request_id, int(tracker.arrival_time), served.version_id,
+                                             num_logprobs, engine.tokenizer, reading))
     return await serve_generation(raw, served, tracker, [rendered.prompt], params, body, builder,
                                   response_cache_lookup(state, raw, body, params, served, rendered.image_hashes))
 
@@ -101,7 +130,7 @@ def _output_constraint(body: ChatCompletionRequest, tool_use: ToolUse | None) ->
 
 
 @dataclass
-class ChatBuilder:
+class ChatBuilder(ChunkStream):
     request_id: str
     created: int
     model: str

@@ -18,7 +18,7 @@ from autoglm.server.openai.generation import accept_generation, choice_index, re
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
-from autoglm.server.openai.streaming import ChoiceDelta
+from autoglm.server.openai.streaming import ChoiceDelta, ChunkStream
 from autoglm.server.openai.tokenizer_pool import TokenizerPool
 from autoglm.server.openai.unsupported import refuse_unimplemented
 
@@ -59,7 +59,7 @@ async def tokenize_prompts(tokenizers: TokenizerPool, prompts: list[Prompt]) -> 
 
 
 @dataclass
-class CompletionBuilder:
+class CompletionBuilder(ChunkStream):
     """With ``echo`` each choice's text (and log-probs) starts with its own prompt's.
 
     With ``best_of`` each prompt's candidates outnumber ``n``: its choices are the n with the highest

@@ -23,27 +23,32 @@ from autoglm.sampling_params import SamplingParams
 from autoglm.server.dependencies import allowed_model
 from autoglm.server.http.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.http.request_ids import adopt_request_id
-from autoglm.server.openai.errors import to_api_error
+from autoglm.server.openai.errors import APIError, to_api_error
 from autoglm.server.versions.served_version import ServedVersion
 from autoglm.server.openai.protocol import GenerationRequest
 from autoglm.engine.request_stream import IndexedOutput
 from autoglm.server.response_cache.cache import CacheLookup
 from autoglm.server.openai.responses import PromptTokensDetails, UsageInfo
 from autoglm.server.state import ServerState
-from autoglm.server.openai.streaming import DONE_EVENT, ChoiceDelta, DeltaTracker, EventStreamResponse, sse_event
+from autoglm.server.openai.streaming import ChoiceDelta, DeltaTracker, EventStreamResponse
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.observability.tracking import CLIENT_CLOSED_REQUEST, RequestTracker, TokenCounts
 
 
 class ResponseBuilder(Protocol):
-    """An endpoint's JSON shapes for a whole answer (each prompt's whole output, in prompt order,
-    and the usage), one choice's chunk, and the closing usage chunk."""
+    """An endpoint's answer shapes: the whole answer (each prompt's whole output, in prompt order, and the
+    usage), and a stream's server-sent events: those that open it, those of one choice's delta, those that close
+    it once every prompt has finished, and those that end it on an error (see ``ChunkStream`` for OpenAI's)."""
 
     def response(self, outputs: list[RequestOutput], usage: UsageInfo) -> BaseModel: ...
 
-    def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> BaseModel: ...
+    def opening_events(self) -> list[str]: ...
 
-    def usage_chunk(self, usage: UsageInfo) -> BaseModel: ...
+    def delta_events(self, delta: ChoiceDelta, output: RequestOutput) -> list[str]: ...
+
+    def closing_events(self, usage: UsageInfo, include_usage: bool) -> list[str]: ...
+
+    def error_events(self, error: APIError) -> list[str]: ...
 
 
 def accept_generation(raw: Request, state: ServerState, body: GenerationRequest) -> None:
@@ -135,25 +140,29 @@ async def _events(first: IndexedOutput, outputs: AsyncGenerator[IndexedOutput, N
     usage if asked for. An error ends the stream as an error event.
 
     Closing this generator early (the client went away) closes `outputs`, which aborts the request.
+    The builder frames every event (see ``ResponseBuilder``).
     """
     deltas: dict[int, DeltaTracker] = {}
     item: IndexedOutput | None = first
     status, error_message = CLIENT_CLOSED_REQUEST, None
     try:
+        for event in builder.opening_events():
+            yield event
         while item is not None:
             prompt_index, output = item
             for delta in deltas.setdefault(prompt_index, DeltaTracker(num_choices)).advance(output):
                 numbered = replace(delta, index=choice_index(prompt_index, num_choices, delta.index))
-                yield sse_event(builder.chunk(numbered, output).model_dump_json())
+                for event in builder.delta_events(numbered, output):
+                    yield event
             item = await anext(outputs, None)
-        if include_usage:
-            yield sse_event(builder.usage_chunk(usage_info(tracker.token_counts)).model_dump_json())
+        closing = builder.closing_events(usage_info(tracker.token_counts), include_usage)
         status = HTTPStatus.OK
     except Exception as error:
         api_error = to_api_error(error, tracker.request_id)
         status, error_message = api_error.status, api_error.body.error.message
-        yield sse_event(api_error.body.model_dump_json())
+        closing = builder.error_events(api_error)
     finally:
         await outputs.aclose()
         tracker.finish(status, error_message)
-    yield DONE_EVENT
+    for event in closing:
+        yield event

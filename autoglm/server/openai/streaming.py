@@ -1,19 +1,50 @@
 """Server-sent events: what each choice gained since the last chunk, and the response that carries them."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
+from pydantic import BaseModel
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from autoglm.outputs import PositionLogprobs, RequestOutput
+from autoglm.server.openai.errors import APIError
 
 DONE_EVENT = "data: [DONE]\n\n"
 
 
-def sse_event(data: str) -> str:
-    return f"data: {data}\n\n"
+def sse_event(data: str, name: str | None = None) -> str:
+    """One server-sent event; ``name`` its ``event:`` line (Anthropic's and the Responses API's streams name
+    each event, OpenAI's chat and completions streams do not)."""
+    return f"data: {data}\n\n" if name is None else f"event: {name}\ndata: {data}\n\n"
+
+
+class ChunkStream(ABC):
+    """The stream framing of OpenAI's chat and completions routes: each delta one unnamed ``chunk``, usage as a
+    last chunk when asked, an error as its body, then ``[DONE]``. A builder mixes it in and defines ``chunk``
+    and ``usage_chunk``."""
+
+    @abstractmethod
+    def chunk(self, delta: ChoiceDelta, output: RequestOutput) -> BaseModel:
+        """One choice's new text (and tokens, log-probs) as a chunk."""
+
+    @abstractmethod
+    def usage_chunk(self, usage: BaseModel) -> BaseModel:
+        """The chunk that closes a stream with the request's usage."""
+
+    def opening_events(self) -> list[str]:
+        return []
+
+    def delta_events(self, delta: ChoiceDelta, output: RequestOutput) -> list[str]:
+        return [sse_event(self.chunk(delta, output).model_dump_json())]
+
+    def closing_events(self, usage: BaseModel, include_usage: bool) -> list[str]:
+        return ([sse_event(self.usage_chunk(usage).model_dump_json())] if include_usage else []) + [DONE_EVENT]
+
+    def error_events(self, error: APIError) -> list[str]:
+        return [sse_event(error.body.model_dump_json()), DONE_EVENT]
 
 
 @dataclass
