@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, PretrainedConfig
 
+from autoglm.bench.make_model.extra_shard import add_shard
 from autoglm.bench.make_model.model_shape import ModelShape
+from autoglm.bench.make_model.mtp_layers import mtp_layer_count, random_mtp_weights
+from autoglm.bench.make_model.random_weights import build_random_model
 from autoglm.bench.make_model.shapes import MODEL_SHAPES
 from autoglm.bench.make_model.tokenizer import CHAT_TEMPLATE, build_bench_tokenizer, special_token_ids
 
@@ -56,24 +58,6 @@ def shape_config(shape_name: str, overrides: dict[str, Any] | None = None) -> Pr
     return AutoConfig.for_model(shape.model_type, **values)
 
 
-def build_random_model(config: PretrainedConfig, dtype: torch.dtype, seed: int) -> PreTrainedModel:
-    """Seeded normal weights, allocated once in ``dtype``: a 9B model never needs a float32 copy."""
-    model_class = getattr(transformers, config.architectures[0])
-    with torch.device("meta"):
-        model = model_class._from_config(config, dtype=dtype)
-    model.to_empty(device="cpu")
-    model.tie_weights()  # to_empty gives each tied parameter its own storage again
-    norm_weights = {f"{name}.weight" for name, module in model.named_modules() if "Norm" in type(module).__name__}
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():  # tied parameters come once
-            if name in norm_weights:
-                parameter.fill_(1.0)
-            else:
-                parameter.normal_(0.0, config.get_text_config().initializer_range, generator=generator)
-    return model.eval()
-
-
 def make_model(
     shape_name: str,
     out: str | Path,
@@ -85,12 +69,18 @@ def make_model(
     """Write the checkpoint, its tokenizer and any image processor config into ``out``; the same seed writes the
     same weights.
 
-    ``dtype`` is a torch dtype name such as ``"bfloat16"``.
+    ``dtype`` is a torch dtype name such as ``"bfloat16"``. A model with multi-token prediction layers gets them in a
+    shard of their own after the decoder's, drawn after all of the decoder's weights.
     """
     folder = Path(out)
     shape = find_shape(shape_name)
     config = shape_config(shape_name, overrides)
-    build_random_model(config, getattr(torch, dtype), seed).save_pretrained(folder)
+    mtp_layers = mtp_layer_count(config)
+    generator = torch.Generator().manual_seed(seed)
+    model = build_random_model(config, getattr(torch, dtype), generator)
+    model.save_pretrained(folder)
+    if mtp_layers:
+        add_shard(folder, random_mtp_weights(model, generator))
     tokenizer = build_bench_tokenizer(config.get_text_config().vocab_size, shape.special_tokens,
                                       shape.chat_template or CHAT_TEMPLATE)
     tokenizer.save_pretrained(folder)

@@ -3,11 +3,13 @@
 Each entry holds the ``config.json`` values of the published checkpoint, in the hub's
 spelling (``rope_theta``, ``rope_scaling``, ``partial_rotary_factor``); only the weights are
 random. ``glm-4-9b`` is glm-4-9b-chat-hf's shape under the ``Glm4ForCausalLM`` architecture
-the engine serves. The vision-language shapes are in ``vision_language_shapes``.
+the engine serves. The vision-language shapes are in ``vision_language_shapes``, the
+mixture-of-experts ones in ``moe_shapes``.
 """
 from __future__ import annotations
 
 from autoglm.bench.make_model.model_shape import ModelShape
+from autoglm.bench.make_model.moe_shapes import MOE_SHAPES
 from autoglm.bench.make_model.vision_language_shapes import VISION_LANGUAGE_SHAPES
 
 MODEL_SHAPES: dict[str, ModelShape] = {
@@ -81,4 +83,5 @@ MODEL_SHAPES: dict[str, ModelShape] = {
         },
     ),
     **VISION_LANGUAGE_SHAPES,
+    **MOE_SHAPES,
 }

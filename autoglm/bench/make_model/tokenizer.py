@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 PAD_TOKEN, EOS_TOKEN = "<|pad|>", "<|endoftext|>"
 BASE_SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN)
 TARGET_VOCAB_SIZE = 1024
+# The vocabulary of the shapes tests build: the 256 bytes, the special tokens, and merges enough to shorten text.
+TINY_VOCAB_SIZE = 384
 # Each message on its own lines after its role's tag, so /v1/chat/completions works on these checkpoints too.
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"

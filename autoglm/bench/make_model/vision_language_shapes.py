@@ -11,12 +11,11 @@ from typing import Any
 
 from autoglm.bench.make_model.chat_templates import GLM4V_CHAT_TEMPLATE, QWEN2_5_VL_CHAT_TEMPLATE
 from autoglm.bench.make_model.model_shape import ModelShape
-from autoglm.bench.make_model.tokenizer import EOS_TOKEN
+from autoglm.bench.make_model.tokenizer import EOS_TOKEN, TINY_VOCAB_SIZE
 
 # The CLIP normalisation both models' image processors use.
 CLIP_IMAGE_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_IMAGE_STD = [0.26862954, 0.26130258, 0.27577711]
-TINY_VOCAB_SIZE = 384
 
 GLM4V_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|begin_of_image|>", "<|end_of_image|>",
                  "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>")
