@@ -144,6 +144,7 @@ class StorageConfig:
     tenant_storage_bytes: int
     max_file_bytes: int
     max_file_lines: int
+    responses_store: str = field(repr=False)  # 'sqlite', or a Redis URL, which may hold a password
 
     def folder(self) -> Path:
         """``data_dir``, else ``server`` under the user data folder."""

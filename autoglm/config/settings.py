@@ -723,6 +723,17 @@ class AutoGLMConfig(BaseModel):
         description="Most lines (requests) one batch input file may hold, as OpenAI allows.",
         json_schema_extra=_STORAGE,
     )
+    responses_store: str = Field(
+        "sqlite",
+        description=(
+            "Where the Responses API keeps stored responses ('store': true): 'sqlite' (one file under data_dir, "
+            "this server's alone) or 'redis://HOST:PORT[/DB]' ('rediss://' for TLS; needs the open-autoglm[redis] "
+            "extra), which every replica naming it shares. On Ray with more than one replica, only Redis can keep "
+            "them: with 'sqlite' there, 'store': true and previous_response_id are refused."
+        ),
+        repr=False,
+        json_schema_extra={**_STORAGE, "metavar": "PLACE"},
+    )
 
     serve_models: tuple[str, ...] = Field(
         (),
@@ -993,6 +1004,13 @@ class AutoGLMConfig(BaseModel):
         if url != "memory://" and _REDIS_URL_PATTERN.fullmatch(url) is None:
             raise ValueError("expected 'memory://' or 'redis://HOST:PORT[/DB]' (rediss:// for TLS)")
         return url
+
+    @field_validator("responses_store")
+    @classmethod
+    def _responses_store_place(cls, place: str) -> str:
+        if place != "sqlite" and _REDIS_URL_PATTERN.fullmatch(place) is None:
+            raise ValueError("expected 'sqlite' or 'redis://HOST:PORT[/DB]' (rediss:// for TLS)")
+        return place
 
     @field_validator("response_cache")
     @classmethod

@@ -2,7 +2,10 @@
 a tiny model."""
 from __future__ import annotations
 
+import atexit
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,10 +31,12 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-# Small enough to start in a moment, big enough for every test's prompt plus output; usage kept in memory,
-# never in the user's data folder.
+# Small enough to start in a moment, big enough for every test's prompt plus output; usage kept in memory, and
+# what the server keeps for tenants in a folder of the test run's own: never in the user's data folder.
+TEST_DATA_DIR = tempfile.mkdtemp(prefix="autoglm-test-data-")
+atexit.register(shutil.rmtree, TEST_DATA_DIR, ignore_errors=True)
 BASE_SETTINGS = {"max_context_len": 256, "kv_cache_memory": "4MiB", "log_stats_interval_s": 0.5,
-                 "usage_db": ":memory:"}
+                 "usage_db": ":memory:", "data_dir": TEST_DATA_DIR}
 STARTUP_TIMEOUT_S = 60.0
 # A hang guard for a server process's start: a Python and PyTorch start and a model load, minutes on a loaded machine.
 PROCESS_START_S = 240.0
