@@ -21,6 +21,7 @@ from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
 from autoglm.server.dependencies import State, get_and_head
 from autoglm.server.openai import chat, completions, models, tokenize
+from autoglm.server.responses_api import routes as responses_api
 from autoglm.server.tenants import admin_routes as admin
 from autoglm.server.openai.errors import install_error_handlers
 from autoglm.server.observability.http_metrics import HTTPMetricsMiddleware
@@ -122,7 +123,7 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
-    routers = [router, models.router, tokenize.router, completions.router, chat.router]
+    routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router]
     if keyring is not None:  # no tenants to administer without keys
         routers.append(admin.router)
     if state.lifecycle is not None:

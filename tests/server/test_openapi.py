@@ -24,8 +24,9 @@ FUZZ_EXAMPLES = 10
 FUZZ_SEED = 1
 # Where a schema-valid body may still be refused, for rules JSON Schema cannot state: the prompt and
 # max_tokens together within the context, one output constraint at most, a regex or grammar that compiles,
-# token ids within the vocabulary of the model named. Every other check runs on these too.
-MIXED_RULES = "^/(v1/(chat/)?completions|tokenize|detokenize)$"
+# token ids within the vocabulary of the model named, a previous response that is stored. Every other check
+# runs on these too.
+MIXED_RULES = "^/(v1/((chat/)?completions|responses)|tokenize|detokenize)$"
 
 
 @pytest.fixture(scope="module")

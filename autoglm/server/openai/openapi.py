@@ -32,15 +32,17 @@ _ERROR_DESCRIPTIONS = {
     HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` key is missing, unknown, revoked "
                              "or expired",
     HTTPStatus.FORBIDDEN: "The key's role may not use this route, or its tenant may not use `model`",
-    HTTPStatus.NOT_FOUND: "The model, version or key named does not exist here",
+    HTTPStatus.NOT_FOUND: "The model, version, key or stored response named does not exist here",
     HTTPStatus.CONFLICT: "The version is loading or draining, is the stable or the canary, too many versions are "
                          "loaded, or there is nothing to roll back to",
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts",
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts, or storing the response "
+                                         "would pass the tenant's tenant_storage_bytes",
     HTTPStatus.UNPROCESSABLE_ENTITY: "The version failed to load, or its weight files no longer match the registry's "
                                      "checksum; the served versions are unchanged",
     HTTPStatus.TOO_MANY_REQUESTS: "The waiting queue is full; retry after `Retry-After` seconds",
     HTTPStatus.INTERNAL_SERVER_ERROR: "A bug in the server, whose log holds the traceback; it goes on serving",
-    HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, or its engine loop stopped",
+    HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, its engine loop stopped, or "
+                                    "its stored responses cannot be reached",
     HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
 }
 _KEYED = (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
@@ -64,6 +66,10 @@ ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
     "/detokenize": _REQUEST_ERRORS,
     "/v1/completions": _GENERATION_ERRORS,
     "/v1/chat/completions": _GENERATION_ERRORS,
+    "/v1/responses": _GENERATION_ERRORS,
+    "/v1/responses/{response_id}": (*_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE),
+    "/v1/responses/{response_id}/input_items": (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND,
+                                                HTTPStatus.SERVICE_UNAVAILABLE),
     "/admin/tenants": _KEYED,
     "/admin/usage": (HTTPStatus.UNAUTHORIZED,),
     "/admin/reload": (HTTPStatus.BAD_REQUEST, *_KEYED),

@@ -8,9 +8,9 @@ from autoglm.errors import quote_value
 # OpenAI's APIs beside text generation, by their first path segment under /v1.
 OPENAI_APIS_NOT_SERVED = frozenset({
     "assistants", "audio", "batches", "containers", "conversations", "embeddings", "evals", "files",
-    "fine_tuning", "images", "moderations", "realtime", "responses", "threads", "uploads", "vector_stores",
+    "fine_tuning", "images", "moderations", "realtime", "threads", "uploads", "vector_stores",
 })
-SERVED_ROUTES = "POST /v1/completions, POST /v1/chat/completions and GET /v1/models"
+SERVED_ROUTES = "POST /v1/completions, POST /v1/chat/completions, POST /v1/responses and GET /v1/models"
 
 
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:
