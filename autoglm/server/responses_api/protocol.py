@@ -43,9 +43,15 @@ def _tagged_by_type(served: tuple[str, ...], default: str) -> Callable[[Any], st
     return tag
 
 
+# What OpenAI's SDKs write in an item or part they send back as they received it, which changes nothing
+# the model reads: accepted, and left out of what is kept.
+_SENT_BACK_AS_RECEIVED = Field(default=None, exclude=True)
+
+
 class InputText(APIModel):
     type: Literal["input_text"]
     text: str
+    prompt_cache_breakpoint: dict[str, Any] | None = _SENT_BACK_AS_RECEIVED  # the prefix cache needs none
 
 
 class InputImage(APIModel):
@@ -55,6 +61,7 @@ class InputImage(APIModel):
     image_url: str | None = None
     file_id: str | None = None
     detail: Literal["auto", "low", "high"] = "auto"
+    prompt_cache_breakpoint: dict[str, Any] | None = _SENT_BACK_AS_RECEIVED
 
 
 class OutputText(APIModel):
@@ -112,6 +119,9 @@ class FunctionCallItem(APIModel):
     arguments: str  # JSON text, as the model wrote it
     id: str | None = None
     status: ItemStatus | None = None
+    caller: dict[str, Any] | None = _SENT_BACK_AS_RECEIVED
+    namespace: str | None = _SENT_BACK_AS_RECEIVED
+    created_by: str | None = _SENT_BACK_AS_RECEIVED
 
 
 class FunctionCallOutputItem(APIModel):
@@ -122,6 +132,10 @@ class FunctionCallOutputItem(APIModel):
     output: str | list[ContentPart]
     id: str | None = None
     status: ItemStatus | None = None
+    caller: dict[str, Any] | None = _SENT_BACK_AS_RECEIVED
+    namespace: str | None = _SENT_BACK_AS_RECEIVED
+    created_by: str | None = _SENT_BACK_AS_RECEIVED
+    name: str | None = _SENT_BACK_AS_RECEIVED
 
 
 class ReasoningText(APIModel):

@@ -66,6 +66,7 @@ def test_an_answer_whole_and_streamed_with_its_thinking_apart(scripted):
     assert streamed.usage == whole.usage
     assert [event.item.id for event in events if event.type == "response.output_item.done"] == [
         item.id for item in streamed.output]
+    assert client.responses.retrieve(streamed.id) == streamed  # stored before its last event went out
 
 
 def test_previous_response_id_continues_the_conversation_without_its_instructions(scripted):
@@ -86,6 +87,25 @@ def test_previous_response_id_continues_the_conversation_without_its_instruction
     client.responses.create(model=MODEL, input="And Germany?", previous_response_id=second.id)
     assert scripted.last_prompt() == scripted.rendered([*conversation, {"role": "assistant", "content": "Paris."},
                                                         {"role": "user", "content": "And Germany?"}])
+
+
+def test_a_conversation_sent_back_whole_unstored_with_its_encrypted_thinking(scripted):
+    """As clients that store nothing (Codex CLI) carry a conversation: the output items sent back as input, the
+    thinking in its encrypted copy alone; the template shows it, the answer's turn being after the last user's."""
+    client = scripted.server.openai()
+    scripted.answer(CALL)
+    called = client.responses.create(model=MODEL, input="Weather in Zürich?", tools=TOOLS, store=False,
+                                     include=["reasoning.encrypted_content"])
+    thinking, call = called.output
+    assert thinking.encrypted_content == "I should look it up."
+    scripted.answer("Sunny.")
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}
+    client.responses.create(model=MODEL, tools=TOOLS, store=False, input=[
+        {"role": "user", "content": "Weather in Zürich?"}, thinking.model_dump(exclude={"content"}), call.model_dump(),
+        result])
+    assert "<|assistant|>\n<think>I should look it up.</think>\n<tool_call>get_weather" in scripted.last_prompt()
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(called.id)
 
 
 def test_a_function_call_then_its_output_sent_back(scripted):
@@ -113,6 +133,7 @@ def test_a_function_call_then_its_output_sent_back(scripted):
         "Weather in Zürich?", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Zürich</arg_value>",
         "<|observation|>\n<tool_response>\nsunny, 21 °C\n</tool_response>"))
     assert asked < made < returned and prompt.endswith("<|assistant|>")
+    assert "<think>I should look it up.</think>" in prompt  # the stored answer's thinking, in its turn
 
     with pytest.raises(openai.BadRequestError) as unknown_call:
         client.responses.create(model=MODEL, input=[{**result, "call_id": "call_unknown"}], tools=TOOLS)
