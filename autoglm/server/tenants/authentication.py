@@ -1,4 +1,5 @@
-"""``Authorization: Bearer KEY`` checked on every inference route before its body is read.
+"""``Authorization: Bearer KEY`` (or ``x-api-key: KEY``, as Anthropic's clients send it) checked on every
+inference route before its body is read.
 
 The principal found is left in the request's state for the routes, which check its role and
 models (403); a missing or bad key is a 401 here. Keys are never logged or echoed back.
@@ -24,13 +25,26 @@ def needs_key(path: str, keyed_metrics: bool = False) -> bool:
 
 def bearer_token(scope: Scope) -> str | None:
     """The key of an 'Authorization: Bearer KEY' header, or None without one."""
-    header = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"), None)
+    header = _header(scope, b"authorization")
     if header is None:
         return None
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def presented_key(scope: Scope) -> str | None:
+    """The key of the Authorization header, else of an 'x-api-key: KEY' header; None without either."""
+    token = bearer_token(scope)
+    if token is not None:
+        return token
+    api_key = (_header(scope, b"x-api-key") or "").strip()
+    return api_key or None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((value.decode("latin-1") for header, value in scope["headers"] if header == name), None)
 
 
 class AuthenticationMiddleware:
@@ -43,10 +57,11 @@ class AuthenticationMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and needs_key(scope["path"], self.keyed_metrics):
-            token = bearer_token(scope)
+            token = presented_key(scope)
             try:
                 if token is None:
-                    raise invalid_key("You didn't provide an API key; send it as 'Authorization: Bearer KEY'.")
+                    raise invalid_key("You didn't provide an API key; send it as 'Authorization: Bearer KEY' or "
+                                      "'x-api-key: KEY'.")
                 principal = self.keyring.authenticate(token)
             except APIError as refusal:
                 await refusal.to_response()(scope, receive, send)
