@@ -1,5 +1,5 @@
-"""The FastAPI app: vLLM's operational routes, the OpenAI routes of openai/ mounted beside them, and the model
-loading behind them."""
+"""The FastAPI app: vLLM's operational routes, the OpenAI routes of openai/ and Anthropic's of anthropic/ mounted
+beside them, and the model loading behind them."""
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +19,8 @@ from autoglm.engine.client import EngineBuilder, engine_builder
 from autoglm.kernels.cpu_extension import cpu_kernel_status
 from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
+from autoglm.server.anthropic import routes as anthropic
+from autoglm.server.anthropic.error_shape import AnthropicErrorShapeMiddleware
 from autoglm.server.dependencies import State, get_and_head
 from autoglm.server.openai import chat, completions, models, tokenize
 from autoglm.server.responses_api import routes as responses_api
@@ -123,7 +125,8 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     install_error_handlers(app)
-    routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router]
+    routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router,
+               anthropic.router]
     if keyring is not None:  # no tenants to administer without keys
         routers.append(admin.router)
     if state.lifecycle is not None:
@@ -141,7 +144,7 @@ def _add_middleware(app: FastAPI, config: ServerConfig, metrics: ServerMetrics, 
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
     with a valid key where keys are needed; every answer to a key of a tenant with limits says
-    what is left of its budget."""
+    what is left of its budget; an error on Anthropic's routes, whoever answered it, takes Anthropic's shape."""
     app.add_middleware(RequestBodyMiddleware, max_bytes=config.http.max_request_body_bytes,
                        read_timeout_s=config.http.body_read_timeout_s)
     if limiter is not None:
@@ -154,5 +157,6 @@ def _add_middleware(app: FastAPI, config: ServerConfig, metrics: ServerMetrics, 
                            allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
     allowed_hosts = config.http.allowed_hosts or default_allowed_hosts(config.http.host)
     app.add_middleware(HostAllowListMiddleware, allowed=allowed_hosts)
+    app.add_middleware(AnthropicErrorShapeMiddleware)
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)
     app.add_middleware(RequestIdMiddleware)

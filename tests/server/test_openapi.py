@@ -18,6 +18,7 @@ from tests.server.model_versions import serve_registry
 from tests.server.tenants_files import TenantsFixture
 
 ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorResponse"}
+ANTHROPIC_ERROR_SCHEMA = {"$ref": "#/components/schemas/AnthropicError"}  # the Messages API's routes' errors
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")
 # The fuzzer's budget: examples per operation, a fixed seed, one worker (see test_schema_fuzzer_...).
 FUZZ_EXAMPLES = 10
@@ -26,7 +27,7 @@ FUZZ_SEED = 1
 # max_tokens together within the context, one output constraint at most, a regex or grammar that compiles,
 # token ids within the vocabulary of the model named, a previous response that is stored. Every other check
 # runs on these too.
-MIXED_RULES = "^/(v1/((chat/)?completions|responses)|tokenize|detokenize)$"
+MIXED_RULES = "^/(v1/((chat/)?completions|responses|messages(/count_tokens)?)|tokenize|detokenize)$"
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,10 @@ def full_document(tmp_path_factory) -> dict:
     return build_app(config.server_config()).openapi()
 
 
+def error_schema(path: str) -> dict:
+    return ANTHROPIC_ERROR_SCHEMA if path.startswith("/v1/messages") else ERROR_SCHEMA
+
+
 def operations(document: dict):
     for path, methods in document["paths"].items():
         for method, operation in methods.items():
@@ -53,7 +58,7 @@ def test_invalid_input_is_documented_as_400_in_the_error_schema_not_fastapis_422
     for path, method, operation in operations(document):
         assert "422" not in operation["responses"], (method, path)
         if "requestBody" in operation:
-            assert operation["responses"]["400"]["content"]["application/json"]["schema"] == ERROR_SCHEMA
+            assert operation["responses"]["400"]["content"]["application/json"]["schema"] == error_schema(path)
     assert not {"HTTPValidationError", "ValidationError"} & set(document["components"]["schemas"])
     assert {"message", "type", "param", "code"} == set(document["components"]["schemas"]["ErrorInfo"]["properties"])
 
@@ -62,7 +67,8 @@ def test_every_route_documents_its_errors_in_the_error_schema(full_document):
     assert set(full_document["paths"]) == set(ROUTE_ERRORS)  # a new route must say which errors it gives
     for path, method, operation in operations(full_document):
         for status in (*ROUTE_ERRORS[path], HTTPStatus.INTERNAL_SERVER_ERROR):
-            assert operation["responses"][str(status.value)]["content"] == {"application/json": {"schema": ERROR_SCHEMA}}
+            assert operation["responses"][str(status.value)]["content"] == {
+                "application/json": {"schema": error_schema(path)}}
     for path in GENERATION_ROUTES:
         answers = full_document["paths"][path]["post"]["responses"]
         assert {"200", "400", "401", "403", "404", "413", "429", "500", "503", "504"} == set(answers)

@@ -4,7 +4,7 @@ FastAPI documents each route from its signature: a 422 for invalid input that th
 sends (install_error_handlers answers 400 in OpenAI's error shape), and a JSON body for every route
 that returns a plain Response (/health has none off the CPU, /metrics is Prometheus text, the generation
 routes stream server-sent events). This module rewrites those answers and adds the errors each
-route can give, all in the error schema.
+route can give, all in the error schema (Anthropic's, on the Messages API's routes).
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from autoglm.config import ServerConfig
+from autoglm.server.anthropic.errors import AnthropicError, speaks_anthropic
+from autoglm.server.anthropic.responses import MessageResponse
 from autoglm.server.openai.errors import RETRY_AFTER_S, ErrorResponse
 from autoglm.server.openai.responses import ChatCompletionChunk, ChatCompletionResponse, CompletionResponse
 from autoglm.server.openai.schema_bounds import TOKEN_IDS, TOKENIZE_ONE_OF, request_field_bounds
@@ -29,8 +31,8 @@ _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 # When each error status is answered; the body's message says what exactly.
 _ERROR_DESCRIPTIONS = {
     HTTPStatus.BAD_REQUEST: "Invalid request: the message names the parameter and what it allows",
-    HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` key is missing, unknown, revoked "
-                             "or expired",
+    HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` (or `x-api-key`) key is missing, "
+                             "unknown, revoked or expired",
     HTTPStatus.FORBIDDEN: "The key's role may not use this route, or its tenant may not use `model`",
     HTTPStatus.NOT_FOUND: "The model, version, key or stored response named does not exist here",
     HTTPStatus.CONFLICT: "The version is loading or draining, is the stable or the canary, too many versions are "
@@ -70,6 +72,8 @@ ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
     "/v1/responses/{response_id}": (*_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE),
     "/v1/responses/{response_id}/input_items": (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND,
                                                 HTTPStatus.SERVICE_UNAVAILABLE),
+    "/v1/messages": _GENERATION_ERRORS,
+    "/v1/messages/count_tokens": _REQUEST_ERRORS,
     "/admin/tenants": _KEYED,
     "/admin/usage": (HTTPStatus.UNAUTHORIZED,),
     "/admin/reload": (HTTPStatus.BAD_REQUEST, *_KEYED),
@@ -108,12 +112,19 @@ _SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
                  "content": {"text/plain": {"schema": {"type": "string"}}}},
     "/v1/completions": _generation_answer("completion", CompletionResponse, CompletionResponse),
     "/v1/chat/completions": _generation_answer("chat completion", ChatCompletionResponse, ChatCompletionChunk),
+    "/v1/messages": {
+        "description": "The message; with `stream: true`, server-sent events named as Anthropic names them",
+        "content": {"application/json": {"schema": _ref(MessageResponse)},
+                    "text/event-stream": {"schema": {"type": "string", "description": (
+                        "`event: message_start`, `ping`, then per content block `content_block_start`, "
+                        "`content_block_delta`s and `content_block_stop`, then `message_delta` and `message_stop`; "
+                        "`event: error` with an error body on a failure")}}}},
 }
 # The request bodies whose fields' ranges schema_bounds states.
 _BOUNDED_REQUESTS = ("CompletionRequest", "ChatCompletionRequest")
 # Models the rewritten answers refer to, which FastAPI does not see in any route's signature.
 _ANSWER_MODELS: tuple[type[BaseModel], ...] = (ErrorResponse, CompletionResponse, ChatCompletionResponse,
-                                               ChatCompletionChunk)
+                                               ChatCompletionChunk, AnthropicError, MessageResponse)
 
 
 def install_openapi(app: FastAPI, config: ServerConfig) -> None:
@@ -149,8 +160,9 @@ def _describe_answers(document: dict[str, Any]) -> dict[str, Any]:
             answers.pop(str(HTTPStatus.UNPROCESSABLE_ENTITY.value), None)
             if path in _SUCCESS_ANSWERS:
                 answers[str(HTTPStatus.OK.value)] = _SUCCESS_ANSWERS[path]
+            error_model = AnthropicError if speaks_anthropic(path) else ErrorResponse  # each API's own shape
             for status in (*ROUTE_ERRORS.get(path, ()), HTTPStatus.INTERNAL_SERVER_ERROR):
-                answers[str(status.value)] = _error_answer(status)
+                answers[str(status.value)] = _error_answer(status, error_model)
     return document
 
 
@@ -166,10 +178,10 @@ def _state_bounds(document: dict[str, Any], bounds: dict[str, dict[str, Any]]) -
     schemas["DetokenizeRequest"]["properties"]["tokens"].update(TOKEN_IDS)
 
 
-def _error_answer(status: HTTPStatus) -> dict[str, Any]:
+def _error_answer(status: HTTPStatus, error_model: type[BaseModel]) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "description": _ERROR_DESCRIPTIONS[status],
-        "content": {"application/json": {"schema": _ref(ErrorResponse)}},
+        "content": {"application/json": {"schema": _ref(error_model)}},
     }
     if status == HTTPStatus.TOO_MANY_REQUESTS:
         answer["headers"] = {"Retry-After": {"description": f"Seconds to wait before retrying ({RETRY_AFTER_S})",

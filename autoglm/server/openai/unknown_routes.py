@@ -10,7 +10,8 @@ OPENAI_APIS_NOT_SERVED = frozenset({
     "assistants", "audio", "batches", "containers", "conversations", "embeddings", "evals", "files",
     "fine_tuning", "images", "moderations", "realtime", "threads", "uploads", "vector_stores",
 })
-SERVED_ROUTES = "POST /v1/completions, POST /v1/chat/completions, POST /v1/responses and GET /v1/models"
+SERVED_ROUTES = ("POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and "
+                 "GET /v1/models")
 
 
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:

@@ -49,8 +49,8 @@ _ABSENT = object()
 
 
 def refuse_unimplemented(request: BaseModel, fields: tuple[UnimplementedField, ...] = UNIMPLEMENTED_FIELDS) -> None:
-    """Raise a 400 naming the first of `fields` (by default the chat and completions requests') set to a value
-    that would change the answer."""
+    """Raise a 400 naming the first unimplemented field of `fields` (OpenAI's, unless another API names its own)
+    set to a value that would change the answer."""
     for field in fields:
         value = _lookup(request, field.path)
         if value is not _ABSENT and value not in field.harmless:
