@@ -2,7 +2,9 @@
 inference route before its body is read.
 
 The principal found is left in the request's state for the routes, which check its role and
-models (403); a missing or bad key is a 401 here. Keys are never logged or echoed back.
+models (403); a missing or bad key is a 401 here. Keys are never logged or echoed back. A request
+made inside the server (a batch's line) arrives with its principal already in its ASGI scope's
+state, which no client can write, and keeps it.
 """
 from __future__ import annotations
 
@@ -56,7 +58,8 @@ class AuthenticationMiddleware:
         self.keyed_metrics = keyed_metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and needs_key(scope["path"], self.keyed_metrics):
+        in_process = PRINCIPAL_STATE in scope.get("state", {})
+        if scope["type"] == "http" and needs_key(scope["path"], self.keyed_metrics) and not in_process:
             token = presented_key(scope)
             try:
                 if token is None:

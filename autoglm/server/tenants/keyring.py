@@ -21,10 +21,11 @@ API_KEY_TENANT = "default"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request speaks for: the tenant, and the role its key grants."""
+    """Who a request speaks for: the tenant, the role its key grants, and the key's id (never the key itself)."""
 
     tenant: Tenant
     role: Role
+    key_id: str
 
 
 def invalid_key(message: str) -> APIError:
@@ -88,13 +89,28 @@ class KeyRing:
         if found is None:
             raise invalid_key("Incorrect API key provided; send a key made by 'autoglm keys create' as "
                               "'Authorization: Bearer KEY'.")
-        if found.revoked:
-            raise invalid_key(f"The API key '{found.id}' has been revoked.")
-        if found.expired(now or utc_now()):
-            raise invalid_key(f"The API key '{found.id}' expired at {found.expires:%Y-%m-%d %H:%M UTC}.")
-        tenant = tenants.tenant(found.tenant)
-        assert tenant is not None, "validation makes every key's tenant exist"
-        return Principal(tenant, tenants.key_role(found))
+        return _principal_of(tenants, found, now)
+
+    def principal_of_key(self, key_id: str, now: datetime | None = None) -> Principal:
+        """The principal the stored key `key_id` speaks for now, as if it were presented again: work a key
+        started that runs later (a batch's lines) is checked as it runs; a 401 APIError once the key is gone
+        from the file, revoked or expired."""
+        tenants = self.tenants
+        found = tenants.key(key_id)
+        if found is None:
+            raise invalid_key(f"The API key '{key_id}' is no longer in the tenants file.")
+        return _principal_of(tenants, found, now)
+
+
+def _principal_of(tenants: TenantsFile, found: StoredKey, now: datetime | None) -> Principal:
+    """Who `found` speaks for; a 401 APIError if it is revoked or expired."""
+    if found.revoked:
+        raise invalid_key(f"The API key '{found.id}' has been revoked.")
+    if found.expired(now or utc_now()):
+        raise invalid_key(f"The API key '{found.id}' expired at {found.expires:%Y-%m-%d %H:%M UTC}.")
+    tenant = tenants.tenant(found.tenant)
+    assert tenant is not None, "validation makes every key's tenant exist"
+    return Principal(tenant, tenants.key_role(found), found.id)
 
 
 def keyring_from_config(config: ServerConfig) -> KeyRing | None:
