@@ -137,7 +137,8 @@ class MediaConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    """Where and for how long the server keeps tenants' stored responses, files and batches, and how much."""
+    """Where and for how long the server keeps tenants' stored responses, files and batches, how much, and how many
+    batch lines it runs at once."""
 
     data_dir: str | None
     storage_retention_days: float
@@ -145,6 +146,7 @@ class StorageConfig:
     max_file_bytes: int
     max_file_lines: int
     responses_store: str = field(repr=False)  # 'sqlite', or a Redis URL, which may hold a password
+    batch_max_lines_in_flight: int
 
     def folder(self) -> Path:
         """``data_dir``, else ``server`` under the user data folder."""

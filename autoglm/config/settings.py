@@ -734,6 +734,12 @@ class AutoGLMConfig(BaseModel):
         repr=False,
         json_schema_extra={**_STORAGE, "metavar": "PLACE"},
     )
+    batch_max_lines_in_flight: int = Field(
+        4, ge=1,
+        description="Batch lines this server runs at once, across every batch and tenant; each is a request of its "
+                    "tenant at the lowest priority (max_abs_priority), within that tenant's limits and fair share.",
+        json_schema_extra=_STORAGE,
+    )
 
     serve_models: tuple[str, ...] = Field(
         (),

@@ -21,6 +21,11 @@ from autoglm.registry.base import Registry
 from autoglm.registry.configured import registry_from_config
 from autoglm.server.anthropic import routes as anthropic
 from autoglm.server.anthropic.error_shape import AnthropicErrorShapeMiddleware
+from autoglm.server.batches import batch_routes, file_routes
+from autoglm.server.batches.dispatch import in_process_host
+from autoglm.server.batches.endpoints import BatchEndpoints
+from autoglm.server.batches.service import BatchService
+from autoglm.server.batches.timing import BatchClock
 from autoglm.server.dependencies import State, get_and_head
 from autoglm.server.openai import chat, completions, models, tokenize
 from autoglm.server.responses_api import routes as responses_api
@@ -31,7 +36,7 @@ from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions import admin_routes as model_admin
 from autoglm.server.versions.lifecycle import EngineLoader
 from autoglm.server.openai.openapi import install_openapi
-from autoglm.server.http.request_body import RequestBodyMiddleware
+from autoglm.server.http.request_body import BodyLimit, RequestBodyMiddleware
 from autoglm.server.http.request_ids import RequestIdMiddleware
 from autoglm.server.state import ServerState
 from autoglm.server.observability.stats_logger import log_engine_stats
@@ -77,7 +82,8 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
               on_load_failure: Callable[[], None] | None = None,
               on_engine_broken: Callable[[], None] | None = None,
               limit_windows: LimitWindows = LimitWindows(), registry: Registry | None = None,
-              load_version: EngineLoader | None = None) -> FastAPI:
+              load_version: EngineLoader | None = None, batch_clock: BatchClock = BatchClock(),
+              single_replica: bool = True) -> FastAPI:
     """An app that starts loading the model when it starts, answering 503 until the model is ready.
 
     `config` is the server's part of the user's settings, split once where the server starts
@@ -86,7 +92,9 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
     built by `load_version` (default: an LLMEngine of its checkpoint); else the one model `load_engine` builds
     (default: an LLMEngine from `config.engine`). `on_load_failure` is called if loading raises (the server
     cannot serve anything after that), `on_engine_broken` (from any thread) if a loaded engine breaks for good
-    (a tensor-parallel worker died). `limit_windows` shortens the tenants' rate-limit windows, for tests.
+    (a tensor-parallel worker died). `limit_windows` shortens the tenants' rate-limit windows, and `batch_clock`
+    times batches, for tests. Files and batches answer 501 unless the app is the `single_replica` serving them:
+    each replica would keep its own.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
     limiter = None
@@ -112,9 +120,13 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
         usage = state.usage
         usage_flushes = (asyncio.create_task(usage.flush_periodically(config.tenants.usage_flush_interval_s))
                          if usage is not None else None)
+        if batches is not None:
+            batches.start(app, lambda: state.started and not state.draining)
         yield
         loading.cancel()
         stats.cancel()
+        if batches is not None:
+            await batches.stop()  # its lines in flight run again at the next start
         await state.shutdown()
         if usage is not None and usage_flushes is not None:
             usage_flushes.cancel()
@@ -124,29 +136,35 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
     app = FastAPI(title="Open-AutoGLM", version=__version__, lifespan=lifespan,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
-    install_error_handlers(app)
     routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router,
-               anthropic.router]
+               anthropic.router, file_routes.router, batch_routes.router]
     if keyring is not None:  # no tenants to administer without keys
         routers.append(admin.router)
     if state.lifecycle is not None:
         routers.append(model_admin.router)
     for served in routers:
         app.include_router(served)
-    _add_middleware(app, config, state.metrics, keyring, limiter,
-                    [route for served in routers for route in served.routes])
+    routes = [route for served in routers for route in served.routes]
+    install_error_handlers(app, routes)
+    allowed_hosts = config.http.allowed_hosts or default_allowed_hosts(config.http.host)
+    # Batch lines run at the lowest priority a request may take, below every interactive one.
+    batches = (BatchService(config.storage, keyring, BatchEndpoints.of_routes(routes), in_process_host(allowed_hosts),
+                            config.engine.scheduler.max_abs_priority, batch_clock) if single_replica else None)
+    app.state.batches = batches
+    _add_middleware(app, config, state.metrics, keyring, limiter, allowed_hosts, routes)
     install_openapi(app, config)
     return app
 
 
 def _add_middleware(app: FastAPI, config: ServerConfig, metrics: ServerMetrics, keyring: KeyRing | None,
-                    limiter: TenantRateLimiter | None, routes: list[BaseRoute]) -> None:
+                    limiter: TenantRateLimiter | None, allowed_hosts: tuple[str, ...], routes: list[BaseRoute]) -> None:
     """Each added one wraps those before it: the counters see every answer, refusals included;
     a foreign Host is refused before anything else; a body is read only for a request let in,
     with a valid key where keys are needed; every answer to a key of a tenant with limits says
     what is left of its budget; an error on Anthropic's routes, whoever answered it, takes Anthropic's shape."""
+    upload = BodyLimit(config.storage.max_file_bytes + file_routes.FORM_ALLOWANCE_BYTES, "max_file_bytes")
     app.add_middleware(RequestBodyMiddleware, max_bytes=config.http.max_request_body_bytes,
-                       read_timeout_s=config.http.body_read_timeout_s)
+                       read_timeout_s=config.http.body_read_timeout_s, uploads={file_routes.UPLOAD_PATH: upload})
     if limiter is not None:
         app.add_middleware(RateLimitMiddleware, limiter=limiter)
     if keyring is not None:
@@ -154,8 +172,7 @@ def _add_middleware(app: FastAPI, config: ServerConfig, metrics: ServerMetrics, 
                            keyed_metrics=config.tenants.metrics_require_key)
     if config.http.cors_allowed_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.http.cors_allowed_origins),
-                           allow_methods=["GET", "HEAD", "POST"], allow_headers=["*"])
-    allowed_hosts = config.http.allowed_hosts or default_allowed_hosts(config.http.host)
+                           allow_methods=["GET", "HEAD", "POST", "DELETE"], allow_headers=["*"])
     app.add_middleware(HostAllowListMiddleware, allowed=allowed_hosts)
     app.add_middleware(AnthropicErrorShapeMiddleware)
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)

@@ -22,6 +22,7 @@ from transformers import AutoTokenizer
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.server.app import build_app
+from autoglm.server.batches.timing import BatchClock
 from autoglm.server.state import ServerState
 from autoglm.server.tenants.rate_limits import LimitWindows
 from autoglm.server.http.uvicorn_config import uvicorn_config
@@ -94,10 +95,11 @@ class RunningServer:
 
 
 def start_server(model: Path, load_engine: Callable[[], LLMEngine] | None = None, wait_ready: bool = True,
-                 limit_windows: LimitWindows = LimitWindows(), **settings: object) -> RunningServer:
+                 limit_windows: LimitWindows = LimitWindows(), batch_clock: BatchClock = BatchClock(),
+                 **settings: object) -> RunningServer:
     """Serve `model` from a uvicorn thread; by default, return once /health answers 200."""
     config = AutoGLMConfig(model=str(model), **{**BASE_SETTINGS, **settings}).server_config()
-    app = build_app(config, load_engine=load_engine, limit_windows=limit_windows)
+    app = build_app(config, load_engine=load_engine, limit_windows=limit_windows, batch_clock=batch_clock)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"

@@ -25,9 +25,9 @@ FUZZ_EXAMPLES = 10
 FUZZ_SEED = 1
 # Where a schema-valid body may still be refused, for rules JSON Schema cannot state: the prompt and
 # max_tokens together within the context, one output constraint at most, a regex or grammar that compiles,
-# token ids within the vocabulary of the model named, a previous response that is stored. Every other check
-# runs on these too.
-MIXED_RULES = "^/(v1/((chat/)?completions|responses|messages(/count_tokens)?)|tokenize|detokenize)$"
+# token ids within the vocabulary of the model named, a previous response that is stored, an uploaded file that
+# is JSONL text, a batch's file and endpoint that exist here. Every other check runs on these too.
+MIXED_RULES = "^/(v1/((chat/)?completions|responses|messages(/count_tokens)?|files.*|batches.*)|tokenize|detokenize)$"
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +152,9 @@ def run_fuzzer(url: str, folder: Path, *options: str) -> subprocess.CompletedPro
 
 
 @pytest.fixture(scope="module")
-def fuzzed_server(chat_model) -> RunningServer:
-    running = start_server(chat_model, max_context_len=64, request_timeout_s=30)
+def fuzzed_server(chat_model, tmp_path_factory) -> RunningServer:
+    running = start_server(chat_model, max_context_len=64, request_timeout_s=30,
+                           data_dir=str(tmp_path_factory.mktemp("fuzzed-data")))
     yield running
     running.stop()
 

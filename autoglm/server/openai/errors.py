@@ -6,6 +6,7 @@ no request, however malformed, gets a stack trace or FastAPI's 422.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -14,12 +15,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute
 
 from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.errors import MAX_QUOTED_CHARS, InvalidRequestError, quote_value
 from autoglm.engine.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
 from autoglm.server.openai.protocol import INVALID_TEXT, UNKNOWN_FIELD
-from autoglm.server.openai.unknown_routes import route_error_message
+from autoglm.server.openai.unknown_routes import allowed_methods, route_error_message
 
 logger = logging.getLogger(__name__)
 
@@ -188,8 +190,9 @@ def _is_union_member(part: int | str) -> bool:
     return isinstance(part, str) and (part in _SCALAR_TYPE_NAMES or "[" in part or part[:1].isupper())
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Route every failure FastAPI and Starlette know about to an OpenAI-shaped answer."""
+def install_error_handlers(app: FastAPI, routes: Sequence[BaseRoute] = ()) -> None:
+    """Route every failure FastAPI and Starlette know about to an OpenAI-shaped answer; a 405 allows the methods
+    of every one of `routes` that serves its path."""
 
     async def api_error(_: Request, error: Exception) -> JSONResponse:
         return to_api_error(error).to_response()
@@ -201,10 +204,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
         status = HTTPStatus(error.status_code)
-        message, code = str(error.detail), None
+        message, code, headers = str(error.detail), None, error.headers
         if status in (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED):
             message, code = route_error_message(status, request.method, request.url.path)
-        return APIError(status, message, code=code, headers=error.headers).to_response()
+        if status == HTTPStatus.METHOD_NOT_ALLOWED and routes:
+            headers = {**(headers or {}), "Allow": allowed_methods(request.scope, routes)}
+        return APIError(status, message, code=code, headers=headers).to_response()
 
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)

@@ -20,6 +20,7 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.tokenize import TokenizedPrompt
 from autoglm.outputs import RequestOutput, add_delta
 from autoglm.sampling_params import SamplingParams
+from autoglm.server.batches.line_priority import scheduling_priority
 from autoglm.server.dependencies import allowed_model
 from autoglm.server.http.disconnect import ClientDisconnected, until_disconnected
 from autoglm.server.http.request_ids import adopt_request_id
@@ -96,7 +97,8 @@ async def serve_generation(raw: Request, served: ServedVersion, tracker: Request
     With the response cache on (`cache`), a cached answer takes the engine's place, whole or streamed
     alike, and the answer says which it was in its x-autoglm-cache header.
     """
-    generate = partial(served.engine.generate, tracker.request_id, prompts, params, priority=body.priority,
+    generate = partial(served.engine.generate, tracker.request_id, prompts, params,
+                       priority=scheduling_priority(raw, body.priority),
                        arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
     outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
     headers = cache.headers if cache is not None else None

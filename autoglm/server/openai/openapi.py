@@ -34,23 +34,32 @@ _ERROR_DESCRIPTIONS = {
     HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` (or `x-api-key`) key is missing, "
                              "unknown, revoked or expired",
     HTTPStatus.FORBIDDEN: "The key's role may not use this route, or its tenant may not use `model`",
-    HTTPStatus.NOT_FOUND: "The model, version, key or stored response named does not exist here",
+    HTTPStatus.NOT_FOUND: "The model, version, key or stored response named does not exist here, or the file or batch "
+                          "is not the key's tenant's",
     HTTPStatus.CONFLICT: "The version is loading or draining, is the stable or the canary, too many versions are "
-                         "loaded, or there is nothing to roll back to",
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts, or storing the response "
-                                         "would pass the tenant's tenant_storage_bytes",
+                         "loaded, or there is nothing to roll back to; the batch has ended and cannot be cancelled",
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts, or the uploaded file "
+                                         "than max_file_bytes, or storing the file or response would pass the "
+                                         "tenant's tenant_storage_bytes",
     HTTPStatus.UNPROCESSABLE_ENTITY: "The version failed to load, or its weight files no longer match the registry's "
                                      "checksum; the served versions are unchanged",
     HTTPStatus.TOO_MANY_REQUESTS: "The waiting queue is full; retry after `Retry-After` seconds",
     HTTPStatus.INTERNAL_SERVER_ERROR: "A bug in the server, whose log holds the traceback; it goes on serving",
     HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, its engine loop stopped, or "
                                     "its stored responses cannot be reached",
+    HTTPStatus.NOT_IMPLEMENTED: "Files and batches on an application of several Ray replicas, which would each "
+                                "keep their own",
     HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
 }
 _KEYED = (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
 _REQUEST_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                    HTTPStatus.SERVICE_UNAVAILABLE)
 _GENERATION_ERRORS = (*_REQUEST_ERRORS, HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.GATEWAY_TIMEOUT)
+# Reading a tenant's file or batch: its key, the id; changing one (upload, delete, make, cancel) needs a role
+# that may generate.
+_STORED_READ_ERRORS = (HTTPStatus.BAD_REQUEST, HTTPStatus.UNAUTHORIZED, HTTPStatus.NOT_FOUND,
+                       HTTPStatus.NOT_IMPLEMENTED)
+_STORED_CHANGE_ERRORS = (*_STORED_READ_ERRORS, HTTPStatus.FORBIDDEN)
 # A model admin operation on a version: its body, its key, the model or version, the version's state, its load.
 _VERSION_OPERATION_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT,
                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNPROCESSABLE_ENTITY)
@@ -74,6 +83,12 @@ ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
                                                 HTTPStatus.SERVICE_UNAVAILABLE),
     "/v1/messages": _GENERATION_ERRORS,
     "/v1/messages/count_tokens": _REQUEST_ERRORS,
+    "/v1/files": (*_STORED_CHANGE_ERRORS, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
+    "/v1/files/{file_id}": _STORED_CHANGE_ERRORS,
+    "/v1/files/{file_id}/content": _STORED_READ_ERRORS,
+    "/v1/batches": (*_STORED_CHANGE_ERRORS, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
+    "/v1/batches/{batch_id}": _STORED_READ_ERRORS,
+    "/v1/batches/{batch_id}/cancel": (*_STORED_CHANGE_ERRORS, HTTPStatus.CONFLICT),
     "/admin/tenants": _KEYED,
     "/admin/usage": (HTTPStatus.UNAUTHORIZED,),
     "/admin/reload": (HTTPStatus.BAD_REQUEST, *_KEYED),
@@ -119,6 +134,9 @@ _SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
                         "`event: message_start`, `ping`, then per content block `content_block_start`, "
                         "`content_block_delta`s and `content_block_stop`, then `message_delta` and `message_stop`; "
                         "`event: error` with an error body on a failure")}}}},
+    "/v1/files/{file_id}/content": {"description": "The file's bytes: JSONL, one request or result a line",
+                                    "content": {"application/jsonl": {"schema": {"type": "string",
+                                                                                 "format": "binary"}}}},
 }
 # The request bodies whose fields' ranges schema_bounds states.
 _BOUNDED_REQUESTS = ("CompletionRequest", "ChatCompletionRequest")

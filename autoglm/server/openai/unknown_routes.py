@@ -1,17 +1,21 @@
 """What a request for a route this server lacks is told: which OpenAI API it is not, or that the URL is unknown."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from http import HTTPStatus
+
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from autoglm.errors import quote_value
 
 # OpenAI's APIs beside text generation, by their first path segment under /v1.
 OPENAI_APIS_NOT_SERVED = frozenset({
-    "assistants", "audio", "batches", "containers", "conversations", "embeddings", "evals", "files",
+    "assistants", "audio", "containers", "conversations", "embeddings", "evals",
     "fine_tuning", "images", "moderations", "realtime", "threads", "uploads", "vector_stores",
 })
-SERVED_ROUTES = ("POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and "
-                 "GET /v1/models")
+SERVED_ROUTES = ("POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, "
+                 "GET /v1/models, /v1/files and /v1/batches")
 
 
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:
@@ -23,3 +27,13 @@ def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str
         return (f"/v1/{parts[1]} is not supported by this server: it serves text generation only "
                 f"({SERVED_ROUTES})"), "unsupported_endpoint"
     return f"unknown URL: {method} {quote_value(path)}; this server serves {SERVED_ROUTES}", "unknown_url"
+
+
+def allowed_methods(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """A 405's Allow header: every method some route serves the path with (Starlette's names those of the first
+    such route alone, wrong for a path served by several routes, such as GET and POST /v1/files)."""
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))

@@ -42,7 +42,8 @@ class EngineReplica:
         self._broken = False
         self._metrics_server: ThreadingWSGIServer | None = None
         self._lifespan = contextlib.AsyncExitStack()
-        self._app = build_app(config, on_engine_broken=self._mark_broken)
+        self._app = build_app(config, on_engine_broken=self._mark_broken,
+                              single_replica=config.ray.ray_max_replicas == 1)
         self._state: ServerState = self._app.state.server
         await self._lifespan.enter_async_context(self._app.router.lifespan_context(self._app))
         await self._wait_until_loaded()
