@@ -116,3 +116,11 @@ def test_a_batchs_lines_run_as_its_key_looked_up_again_as_each_runs():
     assert line_principal(None, batch) is None  # a server without keys now: anyone may
     with pytest.raises(APIError, match="made while this server had no keys"):
         line_principal(keyring, replace(batch, key_id=None))
+
+
+def test_a_405_on_a_path_of_several_routes_allows_the_methods_of_all_of_them(tmp_path):
+    client = TestClient(build_app(AutoGLMConfig(data_dir=str(tmp_path)).server_config()), base_url="http://localhost")
+    for path, allowed in (("/v1/files", "GET, HEAD, POST"), ("/v1/files/file-1", "DELETE, GET, HEAD"),
+                          ("/v1/batches", "GET, HEAD, POST")):
+        answer = client.put(path)
+        assert (answer.status_code, answer.headers["allow"]) == (405, allowed), path
