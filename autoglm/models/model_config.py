@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autoglm.models.config_fields import ConfigFields
+from autoglm.models.moe_config import MoeConfig, parse_moe_config
 from autoglm.models.quantization_config import CheckpointQuantization, parse_quantization_config
 from autoglm.models.vision_towers import VISION_TOWER_CONFIGS
 
@@ -18,6 +20,7 @@ from autoglm.models.vision_towers import VISION_TOWER_CONFIGS
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "Glm4ForCausalLM": {"partial_rotary_factor": 0.5, "attention_bias": True},
     "Glm4vForConditionalGeneration": {"partial_rotary_factor": 0.5, "attention_bias": True},
+    "Glm4MoeForCausalLM": {"partial_rotary_factor": 0.5},
 }
 # Vision-language architectures: their decoder's settings sit in a nested ``text_config``.
 VISION_LANGUAGE_ARCHITECTURES = frozenset(VISION_TOWER_CONFIGS)
@@ -81,6 +84,8 @@ class ModelConfig:
     torch_dtype: str | None  # the checkpoint's dtype name, e.g. "bfloat16"
     quantization: CheckpointQuantization | None = None  # a pre-quantized checkpoint's weight storage
     vision: VisionLanguageConfig | None = None  # None: a text-only model
+    use_qk_norm: bool = False  # GLM-4.5's switch for a per-head q/k norm
+    moe: MoeConfig | None = None  # None: every layer's MLP is dense
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
@@ -97,7 +102,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:
         """Parse a config dict; ``source`` names the file in error messages."""
-        architectures = _ConfigFields(data, source).required("architectures")
+        architectures = ConfigFields(data, source).required("architectures")
         if not isinstance(architectures, list) or not architectures or not isinstance(architectures[0], str):
             raise ValueError(
                 f"{source}: 'architectures' must be a non-empty list of names, got {architectures!r}"
@@ -105,7 +110,7 @@ class ModelConfig:
         architecture = architectures[0]
         vision = _vision_language_config(data, architecture, source)
         data = _decoder_settings(data, architecture, source)
-        fields = _ConfigFields(data, source)
+        fields = ConfigFields(data, source)
         defaults = _FAMILY_DEFAULTS.get(architecture, {})
         num_attention_heads = fields.positive_int("num_attention_heads")
         num_key_value_heads = fields.positive_int("num_key_value_heads", default=num_attention_heads)
@@ -120,12 +125,13 @@ class ModelConfig:
                 f"{source}: sliding-window attention (use_sliding_window: true) is not supported"
             )
         max_position_embeddings = fields.positive_int("max_position_embeddings")
+        num_hidden_layers = fields.positive_int("num_hidden_layers")
         return cls(
             architecture=architecture,
             vocab_size=fields.positive_int("vocab_size"),
             hidden_size=hidden_size,
             intermediate_size=fields.positive_int("intermediate_size"),
-            num_hidden_layers=fields.positive_int("num_hidden_layers"),
+            num_hidden_layers=num_hidden_layers,
             num_attention_heads=num_attention_heads,
             num_key_value_heads=num_key_value_heads,
             head_dim=fields.positive_int("head_dim", default=hidden_size // num_attention_heads),
@@ -142,6 +148,8 @@ class ModelConfig:
             quantization=(None if data.get("quantization_config") is None
                           else parse_quantization_config(data["quantization_config"], source)),
             vision=vision,
+            use_qk_norm=fields.flag("use_qk_norm", False),
+            moe=parse_moe_config(fields, architecture, num_hidden_layers),
         )
 
 
@@ -166,40 +174,11 @@ def _vision_language_config(data: dict[str, Any], architecture: str, source: str
     vision_config = data["vision_config"]
     if not isinstance(vision_config, dict):
         raise ValueError(f"{source}: 'vision_config' must be a JSON object, got {vision_config!r}")
-    image_token_id = _ConfigFields(data, source).required("image_token_id")
+    image_token_id = ConfigFields(data, source).required("image_token_id")
     if isinstance(image_token_id, bool) or not isinstance(image_token_id, int) or image_token_id < 0:
         raise ValueError(f"{source}: 'image_token_id' must be a token id (an integer of at least 0), "
                          f"got {image_token_id!r}")
     return VisionLanguageConfig(image_token_id, vision_config)
-
-
-class _ConfigFields:
-    """Typed access to a config dict whose errors name the key and the file."""
-
-    def __init__(self, data: dict[str, Any], source: str) -> None:
-        self.data = data
-        self.source = source
-
-    def required(self, key: str) -> Any:
-        if self.data.get(key) is None:
-            raise ValueError(f"{self.source} is missing the required key '{key}'")
-        return self.data[key]
-
-    def optional(self, key: str, default: Any) -> Any:
-        value = self.data.get(key)
-        return default if value is None else value
-
-    def positive_int(self, key: str, default: int | None = None) -> int:
-        value = self.required(key) if default is None else self.optional(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{self.source}: '{key}' must be a positive integer, got {value!r}")
-        return value
-
-    def number(self, key: str) -> float:
-        value = self.required(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{self.source}: '{key}' must be a number, got {value!r}")
-        return float(value)
 
 
 def _parse_rope(
