@@ -4,6 +4,9 @@
 ``AutoTokenizer``) and the engine can load: weights, config and a small byte-level BPE
 tokenizer. Weights are drawn with a larger spread than a real init so that logits are far
 from uniform and greedy choices are not near-ties.
+
+The mixture-of-experts families (``MOE_ARCHITECTURES``) build the same way but stay out of
+``TINY_ARCHITECTURES``, which the dense families' many tests run over.
 """
 from __future__ import annotations
 
@@ -22,11 +25,14 @@ from transformers import (
 )
 
 TINY_ARCHITECTURES = ("llama", "qwen2", "qwen3", "glm4")
+MOE_ARCHITECTURES = ("glm4_moe", "qwen3_moe")
 _CAUSAL_LM_NAMES = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "glm4": "Glm4ForCausalLM",
+    "glm4_moe": "Glm4MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
 }
 
 # The eos name is also the default special token of transformers' Qwen2 tokenizer, which
@@ -65,21 +71,52 @@ _BASE_CONFIG: dict[str, Any] = {
     "eos_token_id": EOS_ID,
 }
 
+# Three layers, 8 routed experts of which each token takes 2, and at least one dense layer.
+_MOE_CONFIGS: dict[str, dict[str, Any]] = {
+    "glm4_moe": {  # GLM-4.5-Air's layout, scaled down: grouped routing, a shared expert, the first layer dense
+        "num_hidden_layers": 3,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "moe_intermediate_size": 32,
+        "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True,
+        "attention_bias": True,
+        "partial_rotary_factor": 0.5,
+    },
+    "qwen3_moe": {  # Qwen3-30B-A3B's routing, scaled down, with its middle layer dense
+        "num_hidden_layers": 3,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [1],
+        "norm_topk_prob": True,
+    },
+}
+CORRECTION_BIAS_STD = 0.3  # GLM's e_score_correction_bias: wide enough to change which experts are chosen
+
 
 def tiny_config(arch: str, **config_overrides: Any) -> PreTrainedConfig:
-    """The transformers config of a tiny ``arch`` model: 2 layers, 4 heads over 2 KV heads."""
-    if arch not in TINY_ARCHITECTURES:
+    """The transformers config of a tiny ``arch`` model: 2 layers (3 for a mixture of experts), 4 heads over
+    2 KV heads."""
+    if arch not in _CAUSAL_LM_NAMES:
         raise ValueError(
-            f"unknown tiny architecture '{arch}'; choose one of: {', '.join(TINY_ARCHITECTURES)}"
+            f"unknown tiny architecture '{arch}'; choose one of: {', '.join(_CAUSAL_LM_NAMES)}"
         )
-    settings = {**_BASE_CONFIG, "architectures": [_CAUSAL_LM_NAMES[arch]], **config_overrides}
+    settings = {**_BASE_CONFIG, **_MOE_CONFIGS.get(arch, {}), "architectures": [_CAUSAL_LM_NAMES[arch]],
+                **config_overrides}
     return AutoConfig.for_model(arch, **settings)
 
 
 def build_tiny_model(
     arch: str, *, seed: int = 0, dtype: torch.dtype = torch.float32, **config_overrides: Any
 ) -> PreTrainedModel:
-    """A transformers model of family ``arch`` with seeded, well-spread random weights."""
+    """A transformers model of family ``arch`` with seeded, well-spread random weights (and a random GLM
+    router correction bias, which transformers leaves at zero)."""
     model = AutoModelForCausalLM.from_config(tiny_config(arch, **config_overrides), dtype=torch.float32)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -89,6 +126,9 @@ def build_tiny_model(
                 parameter.copy_(1.0 + 0.1 * noise)
             else:
                 parameter.copy_(WEIGHT_STD * noise)
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buffer.copy_(CORRECTION_BIAS_STD * torch.randn(buffer.shape, generator=generator))
     return model.to(dtype).eval()
 
 

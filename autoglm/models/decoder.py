@@ -2,10 +2,11 @@
 
 Families differ only in a :class:`DecoderSpec`: which projections carry a bias, whether
 q/k get a per-head norm, whether each sublayer's output is normed again before the residual
-add ("sandwich" norms), and the rotary layout. Module and parameter names follow the
-Hugging Face checkpoints (``model.layers.N.self_attn...``, ``lm_head``) so that loading
-maps names one to one, except for the fused projections. How the projections store and
-multiply their weights is the :class:`LinearMethods` the model is built with.
+add ("sandwich" norms), and the rotary layout. A mixture-of-experts family (``config.moe``) also
+swaps the dense MLP of its sparse layers for a :class:`SparseMoeBlock`. Module and parameter names
+follow the Hugging Face checkpoints (``model.layers.N.self_attn...``, ``lm_head``) so that loading
+maps names one to one, except for the fused projections and experts. How the projections and experts
+store and multiply their weights is the :class:`LinearMethods` the model is built with.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from autoglm.models.expert_method import ExpertMethod
 from autoglm.models.layers import GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear_method import LinearMethodBase, LinearMethods
 from autoglm.models.model_config import ModelConfig
@@ -22,6 +24,7 @@ from autoglm.models.native_decode import NativeDecodeStep
 from autoglm.models.parallel_vocab import lm_head, vocab_embedding
 from autoglm.models.partition import ModelPartition, current_partition
 from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
+from autoglm.models.sparse_moe_block import SparseMoeBlock
 from autoglm.models.weight_loading import load_checkpoint_weights
 
 
@@ -44,13 +47,17 @@ class DecoderLayer(nn.Module):
     norm that follows it (``RMSNorm.add_and_norm``), so that it fuses with that norm.
     """
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase,
-                 partition: ModelPartition) -> None:
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, layer_index: int, linear_method: LinearMethodBase,
+                 expert_method: ExpertMethod, partition: ModelPartition) -> None:
         super().__init__()
         eps = config.rms_norm_eps
         self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm, linear_method,
                                        partition)
-        self.mlp = GatedMLP(config, spec.mlp_bias, linear_method, partition)
+        self.mlp: nn.Module = (
+            SparseMoeBlock(config, config.moe, linear_method, expert_method)
+            if config.moe is not None and config.moe.is_sparse(layer_index)
+            else GatedMLP(config, spec.mlp_bias, linear_method, partition.intermediate)
+        )
         self.input_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_self_attn_layernorm: nn.Module = (
@@ -72,13 +79,14 @@ class DecoderLayer(nn.Module):
 class DecoderModel(nn.Module):
     """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix."""
 
-    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_method: LinearMethodBase,
+    def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_methods: LinearMethods,
                  partition: ModelPartition) -> None:
         super().__init__()
         self.embed_tokens = vocab_embedding(partition.vocab, config.hidden_size)
         self.rotary_emb = RotaryEmbedding(config, interleaved=spec.interleaved_rotary)
         self.layers = nn.ModuleList(
-            DecoderLayer(config, spec, linear_method, partition) for _ in range(config.num_hidden_layers)
+            DecoderLayer(config, spec, index, linear_methods.layers, linear_methods.experts, partition)
+            for index in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -104,14 +112,16 @@ class DecoderForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         partition = current_partition(config)
-        self.model = DecoderModel(config, spec, linear_methods.layers, partition)
+        self.model = DecoderModel(config, spec, linear_methods, partition)
         tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
         self.lm_head = lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
         self.native_decode: NativeDecodeStep | None = None  # see enable_native_decode
 
     def enable_native_decode(self, max_rows: int) -> None:
-        """Let decode steps of up to ``max_rows`` sequences run as one native call where the kernels allow."""
-        self.native_decode = NativeDecodeStep(self, max_rows) if max_rows > 0 else None
+        """Let decode steps of up to ``max_rows`` sequences run as one native call where the kernels allow; never
+        for a mixture-of-experts model, whose experts the native step (dense MLPs only) cannot run."""
+        native = max_rows > 0 and self.config.moe is None
+        self.native_decode = NativeDecodeStep(self, max_rows) if native else None
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[T, hidden]`` for all sequences of a step concatenated, no padding."""

@@ -12,6 +12,7 @@ from autoglm.models.parallel_linear import output_linear, stacked_linear
 from autoglm.models.parameters import checkpoint_parameter
 from autoglm.models.partition import ModelPartition
 from autoglm.models.rotary import RotaryAngles
+from autoglm.models.shard import Shard
 from autoglm.attention import Attention
 
 SUPPORTED_ACTIVATIONS = ("silu", "swish")  # transformers treats both names as SiLU
@@ -60,18 +61,21 @@ class Embedding(nn.Module):
         return F.embedding(input_ids, self.weight)
 
 
-class GatedMLP(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection; under tensor parallelism
-    each rank computes a slice of the intermediate size."""
+def check_hidden_act(config: ModelConfig) -> None:
+    """Refuse an MLP activation other than SiLU, which every MLP here computes."""
+    if config.hidden_act not in SUPPORTED_ACTIVATIONS:
+        raise ValueError(
+            f"unsupported hidden_act '{config.hidden_act}'; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
+        )
 
-    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase,
-                 partition: ModelPartition) -> None:
+
+class GatedMLP(nn.Module):
+    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection; ``inner`` is the slice of
+    the intermediate size this rank computes (all of it outside tensor parallelism)."""
+
+    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase, inner: Shard) -> None:
         super().__init__()
-        if config.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise ValueError(
-                f"unsupported hidden_act '{config.hidden_act}'; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
-            )
-        inner = partition.intermediate
+        check_hidden_act(config)
         self.gate_up_proj = stacked_linear(config.hidden_size, {"gate_proj": inner, "up_proj": inner}, bias,
                                            linear_method)
         self.down_proj = output_linear(inner, config.hidden_size, bias, linear_method)

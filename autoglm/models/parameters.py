@@ -57,11 +57,33 @@ class StackedRowsWeightLoader:
         if shard_id is None:
             _copy_checked(param.data, loaded_weight)
             return
-        if not 0 <= shard_id < len(self.shard_sizes):
-            raise ValueError(f"shard {shard_id} does not exist; this parameter stacks shards 0 to "
-                             f"{len(self.shard_sizes) - 1}")
-        start = sum(self.shard_sizes[:shard_id])
-        _copy_checked(param.data.narrow(0, start, self.shard_sizes[shard_id]), loaded_weight)
+        _copy_stacked_part(param.data, loaded_weight, self.shard_sizes, shard_id)
+
+
+@dataclass(frozen=True)
+class StackedExpertsWeightLoader:
+    """For a parameter ``[experts, rows, ...]`` whose rows stack each expert's projections of these sizes: the
+    whole stack (a checkpoint that stores the experts fused), or shard ``expert * len(part_sizes) + part``
+    into that expert's rows of that projection (one of the checkpoint's per-expert tensors)."""
+
+    part_sizes: tuple[int, ...]
+
+    def __call__(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id: int | None = None) -> None:
+        if shard_id is None:
+            _copy_checked(param.data, loaded_weight)
+            return
+        expert, part = divmod(shard_id, len(self.part_sizes))
+        if not 0 <= expert < param.shape[0]:
+            raise ValueError(f"shard {shard_id} names expert {expert}; this parameter stacks experts 0 to "
+                             f"{param.shape[0] - 1}")
+        _copy_stacked_part(param.data[expert], loaded_weight, self.part_sizes, part)
+
+
+def _copy_stacked_part(target: torch.Tensor, loaded_weight: torch.Tensor, sizes: tuple[int, ...], part: int) -> None:
+    """Copy ``loaded_weight`` into the rows of ``target`` that stacked projection ``part`` of ``sizes`` holds."""
+    if not 0 <= part < len(sizes):
+        raise ValueError(f"shard {part} does not exist; this parameter stacks shards 0 to {len(sizes) - 1}")
+    _copy_checked(target.narrow(0, sum(sizes[:part]), sizes[part]), loaded_weight)
 
 
 def checkpoint_parameter(*shape: int, dtype: torch.dtype | None = None,
@@ -78,3 +100,16 @@ def stacked_rows_parameter(output_sizes: Sequence[int], *trailing: int,
     """A parameter ``[sum(output_sizes), *trailing]`` that loads whole or one stacked projection at a time."""
     sizes = tuple(output_sizes)
     return checkpoint_parameter(sum(sizes), *trailing, dtype=dtype, weight_loader=StackedRowsWeightLoader(sizes))
+
+
+def stacked_experts_parameter(num_experts: int, parts: dict[str, int], columns: int,
+                              dtype: torch.dtype | None = None) -> nn.Parameter:
+    """A parameter ``[num_experts, sum(parts), columns]``: each expert's projections stacked on its rows, loaded
+    whole or one expert's projection at a time. ``parts`` maps the per-expert checkpoint name of each projection
+    (e.g. ``gate_proj.weight``) to its rows, in stacking order, kept as ``expert_checkpoint_names`` for the
+    checkpoint loader to route each expert's tensors by."""
+    sizes = tuple(parts.values())
+    parameter = checkpoint_parameter(num_experts, sum(sizes), columns, dtype=dtype,
+                                     weight_loader=StackedExpertsWeightLoader(sizes))
+    parameter.expert_checkpoint_names = tuple(parts)
+    return parameter

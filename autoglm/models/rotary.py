@@ -1,8 +1,9 @@
 """Rotary position embedding: angles computed once per forward, applied in every layer.
 
-Two layouts exist. Llama and Qwen rotate the two halves of a head against each other
-("rotate half"); GLM-4 rotates interleaved pairs (0,1), (2,3), ... and only over the
-first ``head_dim * partial_rotary_factor`` dims, passing the rest through unchanged.
+Two layouts exist. Llama, Qwen and GLM-4.5 rotate the two halves of the rotated dims against
+each other ("rotate half"); GLM-4 rotates interleaved pairs (0,1), (2,3), .... GLM-4 and GLM-4.5
+rotate only the first ``head_dim * partial_rotary_factor`` dims of each head, passing the rest
+through unchanged.
 """
 from __future__ import annotations
 
@@ -59,11 +60,6 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, config: ModelConfig, interleaved: bool) -> None:
         super().__init__()
         rotary_dim = int(config.head_dim * config.rope.partial_rotary_factor)
-        if not interleaved and rotary_dim != config.head_dim:
-            raise ValueError(
-                f"{config.architecture} rotates whole heads; partial_rotary_factor must be 1.0, "
-                f"got {config.rope.partial_rotary_factor}"
-            )
         if rotary_dim <= 0 or rotary_dim % 2:
             raise ValueError(
                 f"rotary dims (head_dim {config.head_dim} x partial_rotary_factor "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear import MergedLinear
 from autoglm.models.parameters import WeightShapeError, default_weight_loader
 
@@ -31,9 +32,14 @@ class WeightTarget:
 
 def weight_targets(model: nn.Module) -> dict[str, WeightTarget]:
     """Every checkpoint name the model accepts: its own parameter names, plus the split
-    names (``q_proj``, ``gate_proj``, ...) of each fused projection's parameters."""
+    names (``q_proj``, ``gate_proj``, ...) of each fused projection's parameters, and the
+    per-expert names (``experts.3.up_proj.weight``) of each layer of stacked experts."""
     targets = {name: WeightTarget(name, parameter) for name, parameter in model.named_parameters()}
     for module_name, module in model.named_modules():
+        if isinstance(module, FusedExperts):
+            for name, (parameter_name, shard_id) in module.checkpoint_shards().items():
+                targets[f"{module_name}.{name}"] = WeightTarget(f"{module_name}.{parameter_name}",
+                                                                getattr(module, parameter_name), shard_id)
         if not isinstance(module, MergedLinear):
             continue
         parent = module_name.rpartition(".")[0]

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from autoglm.kernels.linear_kernels import CPU_LINEAR_KERNELS, TORCH_PATH, CpuLinearKernel, kernel_named, kernels_for
+from autoglm.models.expert_method import ExpertMethod, UnquantizedExpertMethod
 from autoglm.models.linear_method.base import LinearMethodBase
 from autoglm.models.linear_method.cpu_kernel import CpuKernelLinearMethod
 from autoglm.models.linear_method.int_weights import GroupSizeError
@@ -19,10 +20,12 @@ AUTO = "auto"
 @dataclass(frozen=True)
 class LinearMethods:
     """The method of the decoder layers' projections, and separately the LM head's (tied or not),
-    which quantization leaves unquantized unless asked."""
+    which quantization leaves unquantized unless asked; and the method of a mixture-of-experts model's
+    routed experts."""
 
     layers: LinearMethodBase = field(default_factory=UnquantizedLinearMethod)
     lm_head: LinearMethodBase = field(default_factory=UnquantizedLinearMethod)
+    experts: ExpertMethod = field(default_factory=UnquantizedExpertMethod)
 
 
 def cpu_kernel_activation_dtype(device: torch.device, dtype: torch.dtype,
@@ -79,7 +82,7 @@ def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype
 
 
 def process_weights_after_loading(model: nn.Module) -> None:
-    """Let each projection's method post-process the weights just loaded into it."""
+    """Let each projection's and each layer of experts' method post-process the weights just loaded into it."""
     for name, module in model.named_modules():
         method = getattr(module, "linear_method", None)
         if isinstance(method, LinearMethodBase):
@@ -87,3 +90,6 @@ def process_weights_after_loading(model: nn.Module) -> None:
                 method.process_weights_after_loading(module)
             except GroupSizeError as error:
                 raise GroupSizeError(f"layer '{name}': {error}") from None
+        expert_method = getattr(module, "expert_method", None)
+        if isinstance(expert_method, ExpertMethod):
+            expert_method.process_weights_after_loading(module)
