@@ -26,7 +26,7 @@ from autoglm.models.linear_method import (
     row_limit_for,
     with_int_weights,
 )
-from autoglm.models.parameter_count import count_parameters
+from autoglm.models.parameter_count import count_active_parameters, count_parameters
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
 from autoglm.runner.padded_decode import PaddedDecodeSettings
@@ -80,6 +80,8 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
     if device.type == "cpu" and hasattr(model, "enable_native_decode"):
         model.enable_native_decode(config.device.cpu_decode_step_max_rows)
-    logger.info("%.1fM parameters loaded", count_parameters(model) / 1e6)
+    total, active = count_parameters(model), count_active_parameters(model)
+    logger.info("%.1fM parameters loaded%s", total / 1e6,
+                f", {active / 1e6:.1f}M of them active per token" if active != total else "")
     return RankModel(model_path, model_config, model, device, dtype, kv_format, linear_methods,
                      config.device.cpu_kernel_max_rows == ALL_ROWS)

@@ -1,4 +1,5 @@
-"""How many parameters a loaded model has, counted as its float checkpoint counts them.
+"""How many parameters a loaded model has, counted as its float checkpoint counts them, and how many of them
+one token's forward reads (fewer in a mixture-of-experts model: what bounds its decode speed).
 
 Integer weights are buffers in their kernel's layout (int4 packs two values a byte, and the float
 weight they replace is gone), so counting the model's tensors would count storage, not parameters.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear_method.int_weight_method import QUANTIZED_SHAPE
 
 
@@ -18,3 +20,14 @@ def count_parameters(model: nn.Module) -> int:
         if shape is not None and not getattr(module, "tied", False):
             counted += shape.numel()
     return counted
+
+
+def count_active_parameters(model: nn.Module) -> int:
+    """The parameters a token's forward uses: all of them but the routed experts it is not sent to (a layer of
+    experts of which each token takes k counts k experts' worth)."""
+    active = count_parameters(model)
+    for module in model.modules():
+        if isinstance(module, FusedExperts):
+            held = sum(parameter.numel() for parameter in module.parameters(recurse=False))
+            active -= held - held // len(module.placement.local_experts) * module.top_k
+    return active

@@ -44,6 +44,9 @@ def _divided(name: str, value: int, size: int) -> None:
 def partition_model(config: ModelConfig, rank: int, size: int) -> ModelPartition:
     """Rank ``rank``'s slices of ``config``'s model split ``size`` ways; a ValueError names a dimension
     that does not split (call it with any rank to check the settings before starting workers)."""
+    if config.moe is not None and size > 1:
+        raise ValueError(f"{config.architecture} is a mixture-of-experts model, whose experts run on one rank only "
+                         f"for now: tensor_parallel_size must be 1, got {size}")
     _divided("num_attention_heads", config.num_attention_heads, size)
     _divided("intermediate_size", config.intermediate_size, size)
     head_dim = config.head_dim

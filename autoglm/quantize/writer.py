@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from autoglm.models import ModelConfig
 from autoglm.models.linear_method import WeightQuantization
 from autoglm.models.linear_method.compressed_tensors import compressed_tensors_module
 from autoglm.models.linear_method.int_weights import GroupSizeError, quantize
@@ -44,6 +45,10 @@ def quantize_checkpoint(model_dir: str | Path, out_dir: str | Path, quantization
     from compressed_tensors.quantization import (QuantizationArgs, QuantizationConfig, QuantizationScheme,
                                                  apply_quantization_config)
 
+    model_config = ModelConfig.from_pretrained(model_dir)
+    if model_config.moe is not None:
+        raise ValueError(f"{model_config.architecture} is a mixture-of-experts model, whose experts this command "
+                         "cannot quantize yet; quantize a dense checkpoint")
     weight_format = quantization.weight_format
     model = load_float_model(model_dir)
     if quantization.quantize_lm_head and model.config.tie_word_embeddings:

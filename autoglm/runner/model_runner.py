@@ -9,6 +9,7 @@ from torch import nn
 
 from autoglm.attention import Attention, AttentionBackend, ForwardContext, select_attention_backend
 from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
+from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.encoder_cache import EncoderCache
@@ -56,11 +57,12 @@ class ModelRunner:
         return self.forward_context.backend
 
     def enable_profiling(self, profiler: StepProfiler) -> None:
-        """Time this runner's phases, and attention and linear layers inside the forward: every step then runs
-        layer by layer, since the native decode step has no layers to time."""
+        """Time this runner's phases, and attention and linear layers (a layer of routed experts counts as
+        linear) inside the forward: every step then runs layer by layer, since the native decode step has no
+        layers to time."""
         if hasattr(self.model, "enable_native_decode"):
             self.model.enable_native_decode(0)
-        profiler.attach(self.model, {Attention: ATTENTION, Linear: LINEAR})
+        profiler.attach(self.model, {Attention: ATTENTION, Linear: LINEAR, FusedExperts: LINEAR})
         profiler.count_linear_paths(self.model)
         self.profiler = profiler
 

@@ -58,6 +58,9 @@ def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requeste
     """
     fused_dtype = requested_dtype if dtype == torch.float32 and requested_dtype != dtype else None
     stored = model_config.quantization
+    if model_config.moe is not None and (stored is not None or requested is not None):
+        raise ValueError(f"{model_config.architecture} is a mixture-of-experts model, whose experts have no int8/int4 "
+                         "weights yet: load a float checkpoint with quantization set to none")
     if stored is not None:
         if requested is not None and requested.int8_activations:
             raise ValueError(f"the checkpoint is already quantized to {stored.weight_format.bits}-bit weights "
