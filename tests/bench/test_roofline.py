@@ -3,9 +3,11 @@ measured limits, their JSON round trip, and a quick run of the command."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
+from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from autoglm.bench.cli import main
@@ -77,6 +79,24 @@ def test_a_sharded_checkpoint_counts_as_one(untied_model, tmp_path):
     folder = make_tiny_checkpoint("qwen2", tmp_path, max_shard_size="100KB")
     assert (folder / "model.safetensors.index.json").is_file()
     assert count_weights(folder) == count_weights(untied_model)
+
+
+def test_a_token_reads_its_routed_experts_share_of_the_expert_weights(tmp_path):
+    """Tiny Qwen3-MoE: 8 experts, 2 a token; its router stays a full-precision matrix, not a projection."""
+    folder = make_tiny_checkpoint("qwen3_moe", tmp_path)
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as reader:
+        sizes = {name: reader.get_slice(name).get_shape() for name in reader.keys()}
+    experts = sum(math.prod(shape) for name, shape in sizes.items() if ".mlp.experts." in name)
+    assert experts > 0
+    weights = count_weights(folder)
+    dense = count_weights(make_tiny_checkpoint("qwen3", tmp_path / "dense"))
+    assert weights.per_token_params == sum(math.prod(shape) for shape in sizes.values()) - experts * 3 // 4 - (
+        weights.embedding_params)
+    routers = sum(math.prod(shape) for name, shape in sizes.items() if name.endswith("mlp.gate.weight"))
+    assert routers > 0 and weights.projections.params == round(
+        sum(math.prod(shape) for name, shape in sizes.items() if len(shape) == 2 and "embed" not in name
+            and "lm_head" not in name and not name.endswith("mlp.gate.weight")) - experts * 3 / 4)
+    assert dense.per_token_params == dense.total_params - dense.embedding_params
 
 
 # ---- bounds --------------------------------------------------------------------------

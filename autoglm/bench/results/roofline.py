@@ -24,6 +24,9 @@ from autoglm.models.loader import safetensors_files
 
 EMBEDDING_SUFFIX = "embed_tokens.weight"
 LM_HEAD_SUFFIX = "lm_head.weight"
+ROUTED_EXPERT_MARK = ".mlp.experts."  # per-expert (``mlp.experts.3.up_proj.weight``) and fused names alike
+EXPERT_COUNT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
+ROUTER_SUFFIX = "mlp.gate.weight"  # a mixture of experts' router: every token reads it, never quantized
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ class ModelWeights:
 
     total_params: int
     embedding_params: int
-    per_token_params: int  # weights every token multiplies: all but the embedding table, lm_head included
+    per_token_params: int  # weights every token multiplies: all but the embedding table, lm_head included; of
+    # a mixture of experts, its routed experts' tensors at the share one token reads
     projections: MatrixSizes | None = None  # the decoder's linear layers: what quantization turns to integers
     lm_head: MatrixSizes | None = None  # the embedding's when tied
 
@@ -144,25 +148,39 @@ class ModelWeights:
         return cls(**{**data, **matrices})
 
 
+def routed_expert_share(model_dir: str | Path) -> float:
+    """The share of a routed expert tensor one token reads: top-k of the layer's experts in a mixture-of-experts
+    checkpoint (``num_experts_per_tok`` over its expert count), 1 in a dense one."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    config = config.get("text_config") or config
+    experts = next((config[key] for key in EXPERT_COUNT_KEYS if config.get(key)), None)
+    return config["num_experts_per_tok"] / experts if experts else 1.0
+
+
 def count_weights(model_dir: str | Path) -> ModelWeights:
-    """A checkpoint without an ``lm_head`` tensor ties it to the embedding, which it then reads per token."""
+    """A checkpoint without an ``lm_head`` tensor ties it to the embedding, which it then reads per token. A token
+    reads only its routed experts' weights: those tensors count per token at ``routed_expert_share``."""
     shapes: dict[str, list[int]] = {}
     for file in safetensors_files(Path(model_dir)):
         with safe_open(str(file), framework="pt") as reader:
             shapes.update({name: reader.get_slice(name).get_shape() for name in reader.keys()})
+    share = routed_expert_share(model_dir)
     sizes = {name: math.prod(shape) for name, shape in shapes.items()}
+    read = {name: size * share if ROUTED_EXPERT_MARK in name else size for name, size in sizes.items()}
     total = sum(sizes.values())
     embeddings = [name for name in sizes if name.endswith(EMBEDDING_SUFFIX)]
     heads = [name for name in sizes if name.endswith(LM_HEAD_SUFFIX)] or embeddings
     embedding = sum(sizes[name] for name in embeddings)
     tied_lm_head = embedding if heads == embeddings else 0
-    projections = [name for name, shape in shapes.items()
-                   if len(shape) == 2 and name not in embeddings and name not in heads]
+    projections = [name for name, shape in shapes.items() if len(shape) in (2, 3) and name not in embeddings
+                   and name not in heads and not name.endswith(ROUTER_SUFFIX)]
 
     def matrices(names: list[str]) -> MatrixSizes:
-        return MatrixSizes(sum(sizes[name] for name in names), sum(shapes[name][0] for name in names))
+        rows = sum(math.prod(shapes[name][:-1]) * (share if ROUTED_EXPERT_MARK in name else 1) for name in names)
+        return MatrixSizes(round(sum(read[name] for name in names)), round(rows))
 
-    return ModelWeights(total, embedding, total - embedding + tied_lm_head, matrices(projections), matrices(heads))
+    per_token = round(sum(read.values())) - embedding + tied_lm_head
+    return ModelWeights(total, embedding, per_token, matrices(projections), matrices(heads))
 
 
 @dataclass(frozen=True)
