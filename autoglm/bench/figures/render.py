@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoglm.bench.figures import (glance_tables, image_tables, llamacpp_tables, quantization_tables, structured_tables,
-                                   tables, tenant_tables)
+from autoglm.bench.batch import report as batch_report
+from autoglm.bench.figures import (batch_tables, glance_tables, image_tables, llamacpp_tables, quantization_tables,
+                                   structured_tables, tables, tenant_tables)
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.results import quantities as q
 from autoglm.bench.results.machine import describe_machine
@@ -58,6 +59,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "glance": glance_tables.glance,
     "compare-llamacpp": llamacpp_tables.compare_llamacpp,
     "images": image_tables.images,
+    "batch": batch_tables.batch,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
@@ -83,6 +85,7 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "tenants-split": (lambda file: tenants_report.served_split(file.data), "{:.2f}:1"),
     "tenants-flood-ttft": (lambda file: tenants_report.flood_ttft_ratio(file.data), "{:.2f}x"),
     "structured-ratio": (lambda file: structured_report.rate_ratio(file.data), "{:.3f}x"),
+    "batch-ttft-ratio": (lambda file: batch_report.ttft_ratio(file.data), "{:.2f}x"),
 }
 
 

@@ -1,0 +1,1 @@
+"""``autoglm bench batch``: whether interactive requests keep their time to first token while a batch runs."""
