@@ -1,9 +1,10 @@
 """``autoglm bench batch``: its options, and a run from one server to a summary and one results file.
 
-It starts ``autoglm serve`` on the model (its data directory a fresh one), sends interactive
-streamed chat requests one at a time and times their first token, then uploads a JSONL file of
-chat lines, makes a batch of it and, while the batch runs, sends as many interactive requests
-again: their TTFT beside the batch over alone, and the batch's lines per second.
+It starts ``autoglm serve`` on the model (its data directory a fresh one), sends half the
+interactive streamed chat requests one at a time and times their first token, then uploads a
+JSONL file of chat lines, makes a batch of it and, while the batch runs, sends as many
+interactive requests again; once the batch has ended, the other half alone. It reports their
+TTFT beside the batch over alone, and the batch's lines per second.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def add_batch_command(subparsers) -> None:
     load = parser.add_argument_group("load")
     load.add_argument("--batch-lines", type=positive_int, default=200, help="chat lines of the batch")
     load.add_argument("--interactive-requests", type=positive_int, default=20,
-                      help="interactive requests alone, and as many beside the batch")
+                      help="interactive requests alone (half before the batch, half after), and as many beside it")
     load.add_argument("--input-len", type=positive_int, default=128, help="prompt tokens of every request and line")
     load.add_argument("--output-len", type=positive_int, default=64, help="tokens every request and line asks for")
     load.add_argument("--seed", type=int, default=0)

@@ -1,5 +1,6 @@
-"""``bench batch``' run: one server; interactive chat requests one at a time alone, then the same number
-again while a batch of chat lines runs; the batch's own time."""
+"""``bench batch``' run: one server; interactive chat requests one at a time alone (half before the batch,
+half after it, so that a shared machine's drift falls on both sides alike), and as many while a batch of chat
+lines runs; the batch's own time."""
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ class Workload:
     """Every request of the run, each phase's drawn anew so that no phase finds another's in the prefix cache."""
 
     warmup: list[ServeRequest]
-    alone: list[ServeRequest]
+    alone_before: list[ServeRequest]
     beside_batch: list[ServeRequest]
+    alone_after: list[ServeRequest]
     batch: list[ServeRequest]
 
     @classmethod
@@ -72,8 +74,10 @@ class Workload:
             rng = random.Random(f"{args.seed}:{phase}")
             return random_requests(tokenizer, count, args.input_len, args.output_len, 0.0, rng)
 
-        return cls(requests("warm-up", WARMUP_REQUESTS), requests("alone", args.interactive_requests),
-                   requests("beside-batch", args.interactive_requests), requests("batch", args.batch_lines))
+        before = (args.interactive_requests + 1) // 2
+        return cls(requests("warm-up", WARMUP_REQUESTS), requests("alone-before", before),
+                   requests("beside-batch", args.interactive_requests),
+                   requests("alone-after", args.interactive_requests - before), requests("batch", args.batch_lines))
 
 
 def _during_batch(results: Sequence[RequestResult], watch: BatchWatch) -> int:
@@ -84,12 +88,13 @@ def _during_batch(results: Sequence[RequestResult], watch: BatchWatch) -> int:
 
 async def measure(base_url: str, target: ChatTarget, workload: Workload, args: argparse.Namespace
                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The alone phase, then the batch made and, once it runs, the beside phase; the batch followed to its end."""
+    """Half the alone phase, then the batch made and, once it runs, the beside phase; the batch followed to its
+    end, then the alone phase's other half."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=args.timeout_s, limits=limits) as http:
         origin = time.perf_counter()
         await one_at_a_time(http, target, workload.warmup, origin)
-        alone = phase_figures(*await one_at_a_time(http, target, workload.alone, origin))
+        before, before_s = await one_at_a_time(http, target, workload.alone_before, origin)
         file_id = await upload_batch_file(http, base_url, batch_lines(target.model, workload.batch))
         batch_id = await create_batch(http, base_url, file_id)
         watch = BatchWatch(origin, time.perf_counter() - origin)
@@ -98,6 +103,8 @@ async def measure(base_url: str, target: ChatTarget, workload: Workload, args: a
         results, duration_s = await one_at_a_time(http, target, workload.beside_batch, origin)
         await following
         beside = {**phase_figures(results, duration_s), "during_batch": _during_batch(results, watch)}
+        after, after_s = await one_at_a_time(http, target, workload.alone_after, origin)
+        alone = phase_figures(before + after, before_s + after_s)
         counts = watch.last.get("request_counts") or {}
         batch = {"id": batch_id, "status": watch.last["status"], "lines": len(workload.batch),
                  "completed": counts.get("completed", 0), "failed": counts.get("failed", 0),
