@@ -123,8 +123,8 @@ def run_batch_bench(args: argparse.Namespace) -> BatchRun:
     try:
         model = fetch_models(server.base_url)[0]["id"]
         target = ChatTarget(server.base_url, model, timeout_s=args.timeout_s)
-        print(f"{args.interactive_requests} interactive requests one at a time alone, then beside a batch of "
-              f"{args.batch_lines} lines", flush=True)
+        print(f"{args.interactive_requests} interactive requests one at a time alone (half before the batch, half "
+              f"after) and as many beside a batch of {args.batch_lines} lines", flush=True)
         alone, beside, batch = asyncio.run(measure(server.base_url, target, workload, args))
     finally:
         server.stop()
