@@ -8,6 +8,7 @@ TTFT beside the batch over alone, and the batch's lines per second.
 """
 from __future__ import annotations
 
+import argparse
 from functools import partial
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from autoglm.bench.lib.arguments import positive_float, positive_int
 from autoglm.bench.lib.errors import run_http_bench
 
 
-def _batch(args) -> int:
+def _batch(args: argparse.Namespace) -> int:
     """Returns 1 when a request or a line failed, so scripts notice; a ratio beyond the target is a finding."""
     from autoglm.bench.batch.measure import run_batch_bench
     from autoglm.bench.batch.report import failures, report_batch
