@@ -86,6 +86,7 @@ class ParallelConfig:
 
     tensor_parallel_size: int
     distributed_backend: str
+    enable_expert_parallel: bool = False  # a mixture-of-experts model's ranks hold shares of its experts whole
 
 
 @dataclass(frozen=True)

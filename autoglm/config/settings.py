@@ -327,6 +327,17 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
+    # Declared after tensor_parallel_size: its validator reads that already-validated value.
+    enable_expert_parallel: bool = Field(
+        False,
+        description=(
+            "For a mixture-of-experts model under tensor parallelism: each rank holds a contiguous share of the "
+            "routed experts whole (uneven where tensor_parallel_size does not divide their count) instead of a slice "
+            "of every expert; attention stays split by heads. Needs tensor_parallel_size above 1 and at most the "
+            "model's expert count."
+        ),
+        json_schema_extra=_DEVICE,
+    )
     distributed_backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto",
         description="How tensor-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo otherwise), "
@@ -1043,6 +1054,15 @@ class AutoGLMConfig(BaseModel):
             raise ValueError("method 'draft_model' runs its draft in the engine's own process and needs "
                              "tensor_parallel_size 1; use method 'ngram' under tensor parallelism")
         return config
+
+    @field_validator("enable_expert_parallel")
+    @classmethod
+    def _expert_parallel_needs_ranks(cls, enabled: bool, info: ValidationInfo) -> bool:
+        size = info.data.get("tensor_parallel_size", 1)
+        if enabled and size < 2:
+            raise ValueError(f"splits the experts between tensor-parallel ranks and needs tensor_parallel_size of "
+                             f"2 or more, got {size}")
+        return enabled
 
     @field_validator("enable_prefix_caching")
     @classmethod

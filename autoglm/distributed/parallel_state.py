@@ -22,22 +22,25 @@ class _TensorParallelGroup:
     rank: int
     world_size: int
     group: dist.ProcessGroup | None  # None: torch.distributed's default group
+    expert_parallel: bool  # each rank holds a share of the experts whole, not a slice of every expert
 
 
 _group: _TensorParallelGroup | None = None
 _communication_timer: CommunicationTimer = contextlib.nullcontext
 
 
-def init_tensor_parallel(rank: int, world_size: int, group: dist.ProcessGroup | None = None) -> None:
+def init_tensor_parallel(rank: int, world_size: int, group: dist.ProcessGroup | None = None,
+                         expert_parallel: bool = False) -> None:
     """Make this process rank ``rank`` of ``world_size``; ``group`` None means the default process group,
-    which the caller has initialised already (``torch.distributed.init_process_group``)."""
+    which the caller has initialised already (``torch.distributed.init_process_group``). ``expert_parallel``:
+    the same ranks also split a mixture-of-experts model's experts between them (see ``models.partition``)."""
     global _group
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"tensor-parallel rank {rank} of {world_size}: "
                          "need world_size >= 1 and 0 <= rank < world_size")
     if world_size > 1 and not dist.is_initialized():
         raise RuntimeError("tensor parallelism of size > 1 needs torch.distributed.init_process_group first")
-    _group = _TensorParallelGroup(rank, world_size, group)
+    _group = _TensorParallelGroup(rank, world_size, group, expert_parallel)
 
 
 def destroy_tensor_parallel() -> None:
@@ -54,6 +57,11 @@ def tp_rank() -> int:
 def tp_size() -> int:
     """How many ranks the model is split across; 1 when not initialised."""
     return 1 if _group is None else _group.world_size
+
+
+def expert_parallel() -> bool:
+    """Whether the group's ranks each hold a share of the experts whole; False when not initialised."""
+    return _group is not None and _group.expert_parallel
 
 
 def set_communication_timer(timer: CommunicationTimer | None) -> None:

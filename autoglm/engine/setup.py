@@ -128,22 +128,25 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
 
 
 def check_tensor_parallel_split(config: EngineConfig) -> None:
-    """A ValueError naming the model's dimension that tensor_parallel_size does not divide, or refusing a
-    vision-language model (its ranks would each need the step's image rows, which no worker receives yet),
-    read from the checkpoint's config alone, so that a command can refuse the settings before it starts anything."""
+    """A ValueError naming the model's dimension that tensor_parallel_size does not divide (or the experts it cannot
+    share out under enable_expert_parallel), or refusing a vision-language model (its ranks would each need the
+    step's image rows, which no worker receives yet), read from the checkpoint's config alone, so that a command
+    can refuse the settings before it starts anything."""
     size = config.parallel.tensor_parallel_size
     if size > 1:
         model_config = ModelConfig.from_pretrained(resolve_model_path(config.model.model))
         if model_config.vision is not None:
             raise ValueError(f"{model_config.architecture} takes images, which run on one device only: "
                              f"tensor_parallel_size must be 1, got {size}")
-        partition_model(model_config, 0, size)
+        partition_model(model_config, 0, size, config.parallel.enable_expert_parallel)
 
 
 def _start_workers(config: EngineConfig, device: torch.device) -> WorkerGroup:
     """Check that the model splits across the ranks (before anything starts), then start the workers."""
     parallel = config.parallel
     check_tensor_parallel_split(config)
-    settings = group_settings(parallel.distributed_backend, device, parallel.tensor_parallel_size)
-    logger.info("starting %d tensor-parallel workers (%s)", parallel.tensor_parallel_size - 1, settings.backend)
+    settings = group_settings(parallel.distributed_backend, device, parallel.tensor_parallel_size,
+                              parallel.enable_expert_parallel)
+    logger.info("starting %d tensor-parallel workers (%s%s)", parallel.tensor_parallel_size - 1, settings.backend,
+                ", experts shared out whole" if settings.expert_parallel else "")
     return WorkerGroup.start(config, settings)

@@ -54,7 +54,7 @@ class DecoderLayer(nn.Module):
         self.self_attn = SelfAttention(config, spec.qkv_bias, spec.output_bias, spec.qk_norm, linear_method,
                                        partition)
         self.mlp: nn.Module = (
-            SparseMoeBlock(config, config.moe, linear_method, expert_method)
+            SparseMoeBlock(config, config.moe, linear_method, expert_method, partition)
             if config.moe is not None and config.moe.is_sparse(layer_index)
             else GatedMLP(config, spec.mlp_bias, linear_method, partition.intermediate)
         )

@@ -71,14 +71,16 @@ def check_hidden_act(config: ModelConfig) -> None:
 
 class GatedMLP(nn.Module):
     """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection; ``inner`` is the slice of
-    the intermediate size this rank computes (all of it outside tensor parallelism)."""
+    the intermediate size this rank computes (all of it outside tensor parallelism). Without ``reduce_output``
+    a rank's partial output is the caller's to sum across ranks."""
 
-    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase, inner: Shard) -> None:
+    def __init__(self, config: ModelConfig, bias: bool, linear_method: LinearMethodBase, inner: Shard,
+                 reduce_output: bool = True) -> None:
         super().__init__()
         check_hidden_act(config)
         self.gate_up_proj = stacked_linear(config.hidden_size, {"gate_proj": inner, "up_proj": inner}, bias,
                                            linear_method)
-        self.down_proj = output_linear(inner, config.hidden_size, bias, linear_method)
+        self.down_proj = output_linear(inner, config.hidden_size, bias, linear_method, reduce_output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(silu_and_mul(self.gate_up_proj(x)))

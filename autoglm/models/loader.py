@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import torch
@@ -19,6 +19,7 @@ from torch import nn
 from autoglm.models.linear_method import LinearMethods, process_weights_after_loading
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.registry import model_class_for
+from autoglm.models.weight_loading import checkpoint_names_elsewhere
 
 _DTYPES_BY_NAME = {
     "float32": torch.float32,
@@ -66,12 +67,15 @@ def safetensors_files(folder: Path) -> list[Path]:
     return files
 
 
-def iter_checkpoint_tensors(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(name, tensor)`` one at a time, read on the CPU from each file in turn."""
+def iter_checkpoint_tensors(files: list[Path],
+                            skipped: Collection[str] = ()) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(name, tensor)`` one at a time, read on the CPU from each file in turn; ``skipped`` names are
+    never read (another rank's experts)."""
     for file in files:
         with safe_open(str(file), framework="pt", device="cpu") as reader:
             for name in reader.keys():
-                yield name, reader.get_tensor(name)
+                if name not in skipped:
+                    yield name, reader.get_tensor(name)
 
 
 @contextlib.contextmanager
@@ -96,6 +100,6 @@ def load_model(path: str | Path, dtype: torch.dtype, device: torch.device, confi
     files = safetensors_files(folder)
     with torch.device(device), _default_dtype(dtype):
         model = model_class(config, linear_methods or LinearMethods())
-    model.load_weights(iter_checkpoint_tensors(files))
+    model.load_weights(iter_checkpoint_tensors(files, checkpoint_names_elsewhere(model)))
     process_weights_after_loading(model)
     return model.eval(), config

@@ -28,17 +28,21 @@ class ColumnParallelLinear(MergedLinear):
 class RowParallelLinear(Linear):
     """This rank's slice of the input columns; the sum over ranks is the whole projection.
 
-    The bias is added on the first rank only, so that the sum holds it once.
+    The bias is added on the first rank only, so that the sum holds it once. Without ``reduce_output`` the
+    partial output is left to the caller to sum, with others of its own (a sparse block's experts).
     """
 
-    def __init__(self, inputs: Shard, out_features: int, bias: bool, linear_method: LinearMethodBase) -> None:
+    def __init__(self, inputs: Shard, out_features: int, bias: bool, linear_method: LinearMethodBase,
+                 reduce_output: bool = True) -> None:
         super().__init__(inputs.size, out_features, bias, linear_method)
         shard_parameters(self, InputSharding(inputs.count, inputs.index))
         self.input_shards = inputs.count  # what a method needs to know of a scale that spans the whole row
         self.adds_bias = inputs.index == 0
+        self.reduce_output = reduce_output
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return all_reduce(self.linear_method.apply(self, x, self.bias if self.adds_bias else None))
+        partial = self.linear_method.apply(self, x, self.bias if self.adds_bias else None)
+        return all_reduce(partial) if self.reduce_output else partial
 
 
 def stacked_linear(in_features: int, parts: dict[str, Shard], bias: bool,
@@ -49,8 +53,10 @@ def stacked_linear(in_features: int, parts: dict[str, Shard], bias: bool,
     return ColumnParallelLinear(in_features, parts, bias, linear_method)
 
 
-def output_linear(inputs: Shard, out_features: int, bias: bool, linear_method: LinearMethodBase) -> Linear:
-    """A projection back to the hidden size, row-parallel where its input is cut."""
+def output_linear(inputs: Shard, out_features: int, bias: bool, linear_method: LinearMethodBase,
+                  reduce_output: bool = True) -> Linear:
+    """A projection back to the hidden size, row-parallel where its input is cut (its partial sums left unsummed
+    without ``reduce_output``)."""
     if inputs.count == 1:
         return Linear(inputs.extent, out_features, bias, linear_method)
-    return RowParallelLinear(inputs, out_features, bias, linear_method)
+    return RowParallelLinear(inputs, out_features, bias, linear_method, reduce_output)

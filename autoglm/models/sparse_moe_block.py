@@ -3,37 +3,52 @@ weights, plus the shared experts every token passes through (GLM-4.5 has them, Q
 
 Modules are named as in the checkpoints (``mlp.gate``, ``mlp.experts``, ``mlp.shared_experts``). A token's
 output depends on its own row only: no expert has a capacity that other tokens of the step could fill.
+
+Under tensor parallelism every rank holds every token's hidden state (attention's output is all-reduced) and
+the whole router, so each routes every token alike. A rank computes the part of the output its weights hold
+(its slice of every expert, or its share of the experts whole; its slice of the shared experts), and one
+all-reduce of the routed and shared partial sums together gives the layer's output. Exchanging only the routed
+rows (all-to-all dispatch and combine) would move fewer bytes per rank, but the tokens are already everywhere
+and it costs two collectives against one; on the CPU over gloo the single all-reduce of ``[T, hidden]`` is
+what dense MLPs pay already. The same collective runs over NCCL on accelerators (``distributed.parallel_state``).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from autoglm.distributed.parallel_state import all_reduce
 from autoglm.models.expert_method import ExpertMethod
+from autoglm.models.expert_sharding import shard_experts
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.layers import GatedMLP, check_hidden_act
 from autoglm.models.linear_method import LinearMethodBase
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.moe_config import MoeConfig
 from autoglm.models.moe_router import make_router
-from autoglm.models.shard import Shard
+from autoglm.models.partition import ModelPartition, partition_model
 
 
 class SparseMoeBlock(nn.Module):
-    """Router, routed experts and (where the model has them) one MLP as wide as all its shared experts."""
+    """Router, routed experts and (where the model has them) one MLP as wide as all its shared experts, each
+    holding ``partition``'s part (None: the whole block, as one rank holds it)."""
 
     def __init__(self, config: ModelConfig, moe: MoeConfig, linear_method: LinearMethodBase,
-                 expert_method: ExpertMethod) -> None:
+                 expert_method: ExpertMethod, partition: ModelPartition | None = None) -> None:
         super().__init__()
         check_hidden_act(config)
+        partition = partition or partition_model(config, 0, 1)
         self.gate = make_router(moe, config.hidden_size)
         self.experts = FusedExperts(moe.num_experts, moe.num_experts_per_tok, config.hidden_size,
-                                    moe.moe_intermediate_size, expert_method)
-        shared_size = moe.moe_intermediate_size * moe.num_shared_experts
-        self.shared_experts = (GatedMLP(config, False, linear_method, Shard.split(shared_size, 1, 0))
-                               if shared_size else None)
+                                    partition.expert_intermediate.size, expert_method, partition.experts)
+        shard_experts(self.experts, partition.expert_intermediate)
+        shared = partition.shared_intermediate
+        self.shared_experts = (GatedMLP(config, False, linear_method, shared, reduce_output=False)
+                               if shared is not None else None)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         topk_ids, topk_weights = self.gate(hidden)
-        routed = self.experts(hidden, topk_ids, topk_weights)
-        return routed if self.shared_experts is None else routed + self.shared_experts(hidden)
+        output = self.experts(hidden, topk_ids, topk_weights)
+        if self.shared_experts is not None:
+            output = output + self.shared_experts(hidden)
+        return all_reduce(output)

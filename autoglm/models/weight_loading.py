@@ -49,10 +49,18 @@ def weight_targets(model: nn.Module) -> dict[str, WeightTarget]:
     return targets
 
 
+def checkpoint_names_elsewhere(model: nn.Module) -> frozenset[str]:
+    """The checkpoint names of the experts this rank leaves to others under expert parallelism (none otherwise)."""
+    return frozenset(f"{module_name}.{name}" for module_name, module in model.named_modules()
+                     if isinstance(module, FusedExperts) for name in module.checkpoint_names_elsewhere())
+
+
 def load_checkpoint_weights(
     model: nn.Module, weights: Iterable[tuple[str, torch.Tensor]], ignored: frozenset[str] = frozenset()
 ) -> None:
-    """Load (and cast) each tensor into place; fail on unknown names, wrong shapes, gaps and overlaps."""
+    """Load (and cast) each tensor into place; fail on unknown names, wrong shapes, gaps and overlaps. Tensors
+    of experts other ranks hold are passed over."""
+    ignored = ignored | checkpoint_names_elsewhere(model)
     targets = weight_targets(model)
     shard_ids: dict[str, set[int]] = defaultdict(set)
     for target in targets.values():

@@ -13,7 +13,6 @@ from autoglm.models import ModelConfig, load_model
 from autoglm.models.linear_method import WeightQuantization, with_int_weights
 from autoglm.models.linear_method.selection import LinearMethods
 from autoglm.models.parameter_count import count_active_parameters, count_parameters
-from autoglm.models.partition import partition_model
 from autoglm.quantize.writer import quantize_checkpoint
 from tests.models.logit_parity import max_logprob_difference
 from tests.tiny_models import MOE_ARCHITECTURES, make_tiny_checkpoint
@@ -73,12 +72,9 @@ def test_a_moe_model_never_takes_the_dense_native_decode_step(glm4_moe_dir):
 
 
 @pytest.mark.parametrize("family", MOE_ARCHITECTURES)
-def test_tensor_parallelism_and_int_weights_are_refused_by_name(family, glm4_moe_dir, tmp_path):
+def test_int_weights_are_refused_by_name(family, glm4_moe_dir, tmp_path):
     model_dir = glm4_moe_dir if family == "glm4_moe" else make_tiny_checkpoint(family, tmp_path)
     config = ModelConfig.from_pretrained(model_dir)
-    with pytest.raises(ValueError, match="mixture-of-experts .* tensor_parallel_size must be 1, got 2"):
-        partition_model(config, 0, 2)
-    partition_model(config, 0, 1)
     int8 = WeightQuantization.from_settings("int8")
     with pytest.raises(ValueError, match="mixture-of-experts .* quantization set to none"):
         with_int_weights(LinearMethods(), config, int8, torch.float32, torch.float32)

@@ -31,9 +31,11 @@ class GroupSettings:
     init_method: str  # tcp://127.0.0.1:PORT
     world_size: int
     device: str  # rank 0's device; rank r takes device index r on an accelerator
+    expert_parallel: bool = False  # enable_expert_parallel: the ranks split the experts whole
 
 
-def group_settings(backend: str, device: torch.device, world_size: int) -> GroupSettings:
+def group_settings(backend: str, device: torch.device, world_size: int,
+                   expert_parallel: bool = False) -> GroupSettings:
     """Checked settings for ``world_size`` ranks on ``device``: clear errors for what cannot work."""
     if device.type not in _DEVICE_BACKENDS:
         raise ValueError(f"tensor_parallel_size={world_size} runs on 'cpu' or 'cuda' devices, not {device.type!r}")
@@ -48,7 +50,7 @@ def group_settings(backend: str, device: torch.device, world_size: int) -> Group
             raise ValueError(f"tensor_parallel_size={world_size} needs {world_size} CUDA devices from cuda:{first}, "
                              f"but this machine has {count}")
         device = torch.device("cuda", first)
-    return GroupSettings(backend, f"tcp://127.0.0.1:{_free_port()}", world_size, str(device))
+    return GroupSettings(backend, f"tcp://127.0.0.1:{_free_port()}", world_size, str(device), expert_parallel)
 
 
 def _free_port() -> int:
@@ -83,7 +85,7 @@ def join_group(settings: GroupSettings, rank: int) -> PlanChannel:
         torch.cuda.set_device(rank_device(settings, rank))
     dist.init_process_group(settings.backend, init_method=settings.init_method, rank=rank,
                             world_size=settings.world_size, timeout=NO_TIMEOUT)
-    init_tensor_parallel(rank, settings.world_size)
+    init_tensor_parallel(rank, settings.world_size, expert_parallel=settings.expert_parallel)
     plans = dist.new_group(backend="gloo", timeout=NO_TIMEOUT) if settings.backend != "gloo" else dist.group.WORLD
     return PlanChannel(plans)
 

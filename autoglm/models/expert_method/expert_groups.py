@@ -3,7 +3,8 @@
 Every expert method multiplies the same way around this: gather the tokens' rows in expert order, run each
 expert over its slice (reading its weights once for all of them), then add each row, times its routing
 weight, back into its token's output. Rows are sorted stably, so a token's rows keep their order and its sum
-does not depend on which other tokens share the step.
+does not depend on which other tokens share the step. A pair routed to an expert id past the layer's last (an
+expert another rank holds) makes no row.
 """
 from __future__ import annotations
 
@@ -23,12 +24,17 @@ class ExpertGroups:
 
     @classmethod
     def of(cls, topk_ids: torch.Tensor, topk_weights: torch.Tensor, num_experts: int) -> ExpertGroups:
-        """Group the routing of ``T`` tokens to ``k`` experts each (``topk_ids``, ``topk_weights`` ``[T, k]``)."""
+        """Group the routing of ``T`` tokens to ``k`` experts each (``topk_ids``, ``topk_weights`` ``[T, k]``);
+        ids ``num_experts`` and above are left out."""
         expert_of_pair = topk_ids.flatten()
         order = expert_of_pair.argsort(stable=True)
         counts = torch.bincount(expert_of_pair, minlength=num_experts)
+        if counts.shape[0] > num_experts:  # pairs of experts held elsewhere, which sort last
+            counts = counts[:num_experts]
+            order = order[:int(counts.sum())]
+        ends = counts.cumsum(0, dtype=torch.int32)
         return cls(token_of_row=order // topk_ids.shape[1], row_weights=topk_weights.flatten()[order].float(),
-                   ends=counts.cumsum(0, dtype=torch.int32), num_tokens=topk_ids.shape[0])
+                   ends=ends, num_tokens=topk_ids.shape[0])
 
     def gather(self, hidden: torch.Tensor) -> torch.Tensor:
         """Each row's input: its token's ``hidden`` row, ``[T * k, hidden_size]`` in expert order."""
