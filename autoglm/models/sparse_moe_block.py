@@ -7,10 +7,16 @@ output depends on its own row only: no expert has a capacity that other tokens o
 Under tensor parallelism every rank holds every token's hidden state (attention's output is all-reduced) and
 the whole router, so each routes every token alike. A rank computes the part of the output its weights hold
 (its slice of every expert, or its share of the experts whole; its slice of the shared experts), and one
-all-reduce of the routed and shared partial sums together gives the layer's output. Exchanging only the routed
-rows (all-to-all dispatch and combine) would move fewer bytes per rank, but the tokens are already everywhere
-and it costs two collectives against one; on the CPU over gloo the single all-reduce of ``[T, hidden]`` is
-what dense MLPs pay already. The same collective runs over NCCL on accelerators (``distributed.parallel_state``).
+all-reduce of the routed and shared partial sums together gives the layer's output. An all-to-all dispatch
+and combine of the routed rows would move more, not less: each token's k rows, against its one row of
+partial sums. Over gloo between two single-thread ranks, hidden 2048, top-8 (least of 30 rounds, ms):
+
+    tokens  all-reduce [T, hidden]  all-to-all there and back (T * k / 2 rows each way)
+    1       0.24                    0.28
+    16      0.30                    0.81
+    256     1.31                    18.5
+
+The same collective runs over NCCL on accelerators (``distributed.parallel_state``).
 """
 from __future__ import annotations
 

@@ -1,20 +1,24 @@
 """A sparse block split over N ranks, each rank's part built and loaded in this process: the ranks' partial
 outputs sum to the whole block's, with expert parallelism (shares of the experts whole, uneven where N does not
 divide them) or without it (a slice of every expert), from per-expert or fused checkpoint names; a rank keeps
-only its part of the weights."""
+only its part of the weights, and never reads the other ranks' experts."""
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 
+from autoglm.models import loader, partition
 from autoglm.models.expert_method import UnquantizedExpertMethod
-from autoglm.models.fused_experts import ExpertPlacement
+from autoglm.models.fused_experts import ExpertPlacement, FusedExperts
+from autoglm.models.loader import iter_checkpoint_tensors
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.partition import partition_model
 from autoglm.models.sparse_moe_block import SparseMoeBlock
 from autoglm.models.weight_loading import load_checkpoint_weights
-from tests.tiny_models import MOE_ARCHITECTURES, tiny_config
+from tests.tiny_models import MOE_ARCHITECTURES, make_tiny_checkpoint, tiny_config
 
 # Sizes that split two and three ways: 6 heads and KV heads, intermediate sizes 96 (dense) and 48 (each expert).
 SPLITTABLE = {"num_attention_heads": 6, "num_key_value_heads": 6, "intermediate_size": 96,
@@ -39,8 +43,8 @@ def config(request, tmp_path_factory) -> ModelConfig:
 
 
 def block(config: ModelConfig, rank: int = 0, size: int = 1, expert_parallel: bool = False) -> SparseMoeBlock:
-    partition = partition_model(config, rank, size, expert_parallel)
-    return SparseMoeBlock(config, config.moe, LinearMethods().layers, UnquantizedExpertMethod(), partition)
+    return SparseMoeBlock(config, config.moe, LinearMethods().layers, UnquantizedExpertMethod(),
+                          partition_model(config, rank, size, expert_parallel))
 
 
 def fused_checkpoint(whole: SparseMoeBlock) -> dict[str, torch.Tensor]:
@@ -114,3 +118,23 @@ def test_partitions_refuse_what_cannot_split(config, tmp_path):
     tiny_config("llama").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="enable_expert_parallel splits .* has none: turn it off"):
         partition_model(ModelConfig.from_pretrained(tmp_path), 0, 2, expert_parallel=True)
+
+
+def test_a_rank_never_reads_the_other_ranks_experts_from_the_checkpoint(tmp_path, monkeypatch):
+    model_dir = make_tiny_checkpoint("glm4_moe", tmp_path / "glm4_moe")
+    monkeypatch.setattr(partition, "tp_rank", lambda: 1)  # built as rank 1 of 2 with expert parallelism
+    monkeypatch.setattr(partition, "tp_size", lambda: 2)
+    monkeypatch.setattr(partition, "expert_parallel", lambda: True)
+    read = []
+
+    def recording(files, skipped=()):
+        for name, tensor in iter_checkpoint_tensors(files, skipped):
+            read.append(name)
+            yield name, tensor
+
+    monkeypatch.setattr(loader, "iter_checkpoint_tensors", recording)
+    model, _ = loader.load_model(model_dir, torch.float32, torch.device("cpu"))
+    assert {module.placement.local_experts for module in model.modules() if isinstance(module, FusedExperts)} == {
+        (4, 5, 6, 7)}
+    assert any(".mlp.experts.4." in name for name in read)
+    assert not [name for name in read if re.search(r"\.mlp\.experts\.[0-3]\.", name)]
