@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-SPECULATIVE_METHODS = ("ngram", "draft_model")
+SPECULATIVE_METHODS = ("ngram", "draft_model", "mtp")
 MAX_SPECULATIVE_TOKENS = 16
 
 
@@ -18,12 +18,13 @@ class SpeculativeConfig(BaseModel):
 
     ``ngram`` looks the sequence's latest ``prompt_lookup_max`` .. ``prompt_lookup_min`` tokens up
     earlier in its own context and proposes what followed them; ``draft_model`` runs ``model``, a
-    smaller checkpoint sharing the target's tokenizer.
+    smaller checkpoint sharing the target's tokenizer; ``mtp`` chains the target checkpoint's own
+    multi-token prediction layer (GLM-4.5 and GLM-4.6).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    method: Literal["ngram", "draft_model"]
+    method: Literal["ngram", "draft_model", "mtp"]
     num_speculative_tokens: int = Field(ge=1, le=MAX_SPECULATIVE_TOKENS)
     prompt_lookup_min: int = Field(2, ge=1)
     prompt_lookup_max: int = Field(4, ge=1)
@@ -36,8 +37,8 @@ class SpeculativeConfig(BaseModel):
                              f"prompt_lookup_max ({self.prompt_lookup_max})")
         if self.method == "draft_model" and self.model is None:
             raise ValueError("method 'draft_model' needs model: the draft checkpoint's folder")
-        if self.method == "ngram" and self.model is not None:
-            raise ValueError("model is read only by method 'draft_model'; method 'ngram' needs no model")
+        if self.method != "draft_model" and self.model is not None:
+            raise ValueError(f"model is read only by method 'draft_model'; method '{self.method}' needs no model")
         return self
 
 

@@ -4,7 +4,8 @@ per-head q/k norm (``use_qk_norm``); after ``first_k_dense_replace`` dense layer
 to its top-k experts by grouped sigmoid scores, beside one MLP of shared experts.
 
 Its checkpoints append ``num_nextn_predict_layers`` multi-token prediction layers after the decoder's
-(``model.layers.N`` and on, N the decoder's layer count); nothing here runs them, so they are not loaded.
+(``model.layers.N`` and on, N the decoder's layer count); the decoder does not load them: speculative method
+``mtp`` loads the first of them apart (see ``glm4_mtp``).
 """
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 
 
+def glm4_moe_spec(config: ModelConfig) -> DecoderSpec:
+    """GLM-4.5's layers, the decoder's and its multi-token prediction layers' alike."""
+    return DecoderSpec(qkv_bias=config.attention_bias, qk_norm=config.use_qk_norm)
+
+
 class Glm4MoeForCausalLM(DecoderForCausalLM):
     def __init__(self, config: ModelConfig, linear_methods: LinearMethods) -> None:
-        super().__init__(config, DecoderSpec(qkv_bias=config.attention_bias, qk_norm=config.use_qk_norm),
-                         linear_methods)
+        super().__init__(config, glm4_moe_spec(config), linear_methods)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """The decoder's tensors; the multi-token prediction layers' are skipped."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -51,6 +52,8 @@ class ModelRunner:
         self.sampler = Sampler()
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
+        # Called with each plan and its final hidden states [T, hidden], for a proposer that reads them (MTP).
+        self.hidden_states_sink: Callable[[StepPlan, torch.Tensor], None] | None = None
 
     @property
     def attention_backend(self) -> AttentionBackend:
@@ -96,6 +99,8 @@ class ModelRunner:
                 hidden = self.model(input_ids, positions)
             else:
                 hidden = self.model(input_ids, positions, images)
+        if self.hidden_states_sink is not None:
+            self.hidden_states_sink(plan, hidden)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
         if not logit_tokens:
