@@ -381,7 +381,7 @@ class AutoGLMConfig(BaseModel):
     speculative_config: SpeculativeConfig | None = Field(
         None,
         description=(
-            "Speculative decoding, as a mapping or its JSON text: {\"method\": \"ngram\" | \"draft_model\", "
+            "Speculative decoding, as a mapping or its JSON text: {\"method\": \"ngram\" | \"draft_model\" | \"mtp\", "
             "\"num_speculative_tokens\": K, \"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4, \"model\": "
             "DRAFT_FOLDER}; outputs are the same as without it. Unset: off."
         ),
@@ -1050,8 +1050,8 @@ class AutoGLMConfig(BaseModel):
     @classmethod
     def _speculative_config(cls, value: object, info: ValidationInfo) -> SpeculativeConfig | None:
         config = parse_speculative_config(value)
-        if config is not None and config.method == "draft_model" and info.data.get("tensor_parallel_size", 1) > 1:
-            raise ValueError("method 'draft_model' runs its draft in the engine's own process and needs "
+        if config is not None and config.method != "ngram" and info.data.get("tensor_parallel_size", 1) > 1:
+            raise ValueError(f"method '{config.method}' runs its proposer in the engine's own process and needs "
                              "tensor_parallel_size 1; use method 'ngram' under tensor parallelism")
         return config
 
