@@ -45,11 +45,8 @@ class MtpProposer:
 
     def __init__(self, layer: Glm4MtpLayer, target_runner: ModelRunner, dtype: torch.dtype, num_blocks: int,
                  block_size: int, eos_token_ids: set[int]) -> None:
-        target = target_runner.model
-        if not isinstance(target, DecoderForCausalLM):
-            raise ValueError(f"speculative method 'mtp' needs a decoder model; got {type(target).__name__}")
         self.layer = layer
-        self.target = target
+        self.target: DecoderForCausalLM = target_runner.model  # whose embedding, rotary and LM head the layer shares
         self.device = target_runner.device
         self.vocab_size = target_runner.vocab_size
         self.block_size = block_size
@@ -120,7 +117,7 @@ class MtpProposer:
         plan = planned.plan
         index = {id(shadow): i for i, shadow in enumerate(shadows)}
         plan_rows = [index[id(shadow)] for shadow in planned.seqs]
-        states = torch.cat([previous[i] for i in plan_rows]).to(self.device)
+        states = torch.cat([previous[i] for i in plan_rows])
         input_ids = tensor_to_device(plan.input_ids, self.device)
         positions = tensor_to_device(plan.positions, self.device)
         embeddings = self.target.model.embed_tokens(input_ids)
@@ -128,7 +125,7 @@ class MtpProposer:
         angles = self.target.model.rotary_emb(positions + 1, embeddings.dtype)
         metadata = self.forward_context.backend.build_metadata(plan, self.device)
         with self.forward_context.step(metadata):
-            hidden = self.layer(embeddings, states.to(embeddings.dtype), angles)
+            hidden = self.layer(embeddings, states, angles)
         ends = plan.cu_seqlens_q()[1:]
         last_rows = [0] * len(shadows)  # in the callers' order
         for row, i in enumerate(plan_rows):

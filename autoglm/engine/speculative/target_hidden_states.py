@@ -3,7 +3,9 @@
 The MTP layer reads the state the target computed at each position, and the target computes each position once:
 these rows are the only source of them. A step that recomputes positions (a rejected proposal's, or everything
 after a preemption) replaces what was kept from there on. A sequence missing from a step is forgotten: it
-finished or was preempted, and what it held is of no more use.
+finished or was preempted, or the scheduler passed over it, which costs it one step without proposals.
+A sequence that is never proposed for (a constrained one) keeps a row per token while it runs, far less than its
+K/V across every layer.
 """
 from __future__ import annotations
 
