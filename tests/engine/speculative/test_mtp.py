@@ -19,6 +19,7 @@ from autoglm.bench.make_model.checkpoint import make_model
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.config.speculative import parse_speculative_config
 from autoglm.sampling_params import MAX_N
+from tests.engine.kv_pool import kv_bytes_for_blocks
 from tests.engine.speculative.test_engine_parity import assert_same_logprobs, assert_whole
 from tests.tiny_models import WEIGHT_STD, make_tiny_checkpoint
 
@@ -242,3 +243,19 @@ def test_mtp_takes_no_model_and_one_process():
     with pytest.raises(ConfigError, match="method 'mtp' runs its proposer in the engine's own process and needs "
                                           "tensor_parallel_size 1"):
         AutoGLMConfig(tensor_parallel_size=2, speculative_config=mtp(2))
+
+
+def test_preemption_and_prefix_cache_hits_keep_outputs(copying_folder, plain):
+    """A tiny KV pool preempts sequences, and a second pass reads the prompts from the prefix cache: the layer's
+    K/V of positions the target did not compute this time is whatever the slots hold, and outputs stay exact."""
+    probe = LLM(model=str(copying_folder), dtype="float32", block_size=4, kv_cache_memory=1 << 20)
+    llm = LLM(model=str(copying_folder), dtype="float32", block_size=4, speculative_config=mtp(2),
+              kv_cache_memory=kv_bytes_for_blocks(probe, 8), max_num_batched_tokens=64)
+    repeating = [[7 + i] * (6 + 2 * i) for i in range(4)]
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    expected = completions(plain, repeating, params)
+    for _ in range(2):
+        assert completions(llm, repeating, params) == expected
+    assert llm.engine.scheduler.num_preemptions > 0 and llm.engine.block_manager.prefix_cache_hits > 0
+    assert llm.engine.get_stats().spec_decode.num_accepted_tokens > 0
+    assert_whole(llm)
