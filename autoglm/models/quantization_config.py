@@ -4,10 +4,14 @@ That format (written by llm-compressor and by ``autoglm quantize``, read by vLLM
 quantized projection as int8 values (``int-quantized``: ``weight``) or int4 values packed eight to
 an int32 (``pack-quantized``: ``weight_packed``, ``weight_shape``), with ``weight_scale`` beside.
 This engine reads its weight-only symmetric integer schemes (W8A16, W4A16): one config group of
-``Linear`` targets, per channel or group-wise, the LM head quantized unless ``ignore`` names it.
+``Linear`` targets, per channel or group-wise, the LM head quantized unless ``ignore`` names it. A
+mixture-of-experts checkpoint's routers stay in full precision: ``ignore`` may name them (each
+``model.layers.N.mlp.gate``, or a ``re:`` pattern such as ``re:.*mlp.gate$`` that matches a router and no
+projection), as llm-compressor's recipes for such models do.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +22,12 @@ INT_FORMAT = "int-quantized"
 PACKED_FORMAT = "pack-quantized"
 LM_HEAD = "lm_head"
 _STRATEGIES = ("channel", "group")
+REGEX_PREFIX = "re:"  # how compressed-tensors marks a pattern among exact module names
+_ROUTER = re.compile(r"model\.layers\.\d+\.mlp\.gate")
+# Module names a router pattern must match, and the quantized ones it must not.
+_ROUTER_EXAMPLE = "model.layers.0.mlp.gate"
+_PROJECTION_EXAMPLES = ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.experts.0.gate_proj",
+                        "model.layers.0.mlp.shared_experts.gate_proj", "model.layers.0.self_attn.q_proj")
 
 
 @dataclass(frozen=True)
@@ -55,10 +65,24 @@ def parse_quantization_config(data: Any, source: str) -> CheckpointQuantization:
         raise ValueError(f"{where}: format {storage!r} cannot hold {weight_format.bits}-bit weights; "
                          f"expected '{expected}'")
     ignore = data.get("ignore") or []
-    if not isinstance(ignore, list) or any(name != LM_HEAD for name in ignore):
-        raise ValueError(f"{where}: 'ignore' may name only '{LM_HEAD}' (every other projection is quantized), "
+    if not isinstance(ignore, list) or not all(name == LM_HEAD or names_routers_only(name) for name in ignore):
+        raise ValueError(f"{where}: 'ignore' may name only '{LM_HEAD}' and a mixture-of-experts model's routers "
+                         f"('model.layers.N.mlp.gate', 're:.*mlp.gate$'; every projection is quantized), "
                          f"got {ignore!r}")
     return CheckpointQuantization(weight_format, packed=storage == PACKED_FORMAT, quantize_lm_head=LM_HEAD not in ignore)
+
+
+def names_routers_only(entry: Any) -> bool:
+    """Whether an ``ignore`` entry names routers (which this engine never quantizes) and no projection."""
+    if not isinstance(entry, str):
+        return False
+    if not entry.startswith(REGEX_PREFIX):
+        return _ROUTER.fullmatch(entry) is not None
+    try:
+        pattern = re.compile(entry.removeprefix(REGEX_PREFIX))
+    except re.error:
+        return False
+    return bool(pattern.match(_ROUTER_EXAMPLE)) and not any(pattern.match(name) for name in _PROJECTION_EXAMPLES)
 
 
 def _weight_format(weights: Any, where: str) -> IntWeightFormat:

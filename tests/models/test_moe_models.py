@@ -1,6 +1,6 @@
 """Mixture-of-experts families: logits equal transformers' at every prompt position (float32) across their
-settings, and what the engine cannot run yet for them (the native decode step, tensor parallelism, int8/int4
-weights) is refused or skipped by name."""
+settings, and what the engine cannot run yet for them (the native decode step, tensor parallelism, int8
+activations) is refused or skipped by name."""
 from __future__ import annotations
 
 from typing import Any
@@ -75,8 +75,9 @@ def test_a_moe_model_never_takes_the_dense_native_decode_step(glm4_moe_dir):
 def test_int_weights_are_refused_by_name(family, glm4_moe_dir, tmp_path):
     model_dir = glm4_moe_dir if family == "glm4_moe" else make_tiny_checkpoint(family, tmp_path)
     config = ModelConfig.from_pretrained(model_dir)
+    w8a8 = WeightQuantization.from_settings("w8a8")
+    with pytest.raises(ValueError, match="mixture-of-experts .* choose quantization int8 or int4"):
+        with_int_weights(LinearMethods(), config, w8a8, torch.float32, torch.float32)
     int8 = WeightQuantization.from_settings("int8")
-    with pytest.raises(ValueError, match="mixture-of-experts .* quantization set to none"):
-        with_int_weights(LinearMethods(), config, int8, torch.float32, torch.float32)
     with pytest.raises(ValueError, match="mixture-of-experts .* cannot quantize yet"):
         quantize_checkpoint(model_dir, tmp_path / "quantized", int8)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+from autoglm.models.expert_method.compressed_tensors import CompressedTensorsExpertMethod
+from autoglm.models.expert_method.quantize_at_load import QuantizeAtLoadExpertMethod
 from autoglm.models.linear_method.compressed_tensors import CompressedTensorsLinearMethod
 from autoglm.models.linear_method.int_activation_method import Int8ActivationLinearMethod
 from autoglm.models.linear_method.int_activation_weights import KERNEL_COLUMN_MULTIPLE
@@ -51,16 +53,18 @@ class WeightQuantization:
 def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requested: WeightQuantization | None,
                      dtype: torch.dtype, requested_dtype: torch.dtype) -> LinearMethods:
     """``methods`` (the float choice), with int8/int4 ones for the projections a pre-quantized checkpoint or
-    ``requested`` quantizes; an LM head left unquantized keeps its float method.
+    ``requested`` quantizes; an LM head left unquantized keeps its float method. A mixture-of-experts model's
+    routed experts take the matching expert method (its router stays in float32).
 
     Where the engine computes a 16-bit checkpoint in float32 (a CPU without half-precision matrix
     instructions), the fused integer kernels still take activations in that 16-bit dtype.
     """
     fused_dtype = requested_dtype if dtype == torch.float32 and requested_dtype != dtype else None
     stored = model_config.quantization
-    if model_config.moe is not None and (stored is not None or requested is not None):
-        raise ValueError(f"{model_config.architecture} is a mixture-of-experts model, whose experts have no int8/int4 "
-                         "weights yet: load a float checkpoint with quantization set to none")
+    is_moe = model_config.moe is not None
+    if is_moe and requested is not None and requested.int8_activations:
+        raise ValueError(f"{model_config.architecture} is a mixture-of-experts model, whose experts have no "
+                         "int8-activation kernel: choose quantization int8 or int4 (weights only) for it")
     if stored is not None:
         if requested is not None and requested.int8_activations:
             raise ValueError(f"the checkpoint is already quantized to {stored.weight_format.bits}-bit weights "
@@ -75,11 +79,14 @@ def with_int_weights(methods: LinearMethods, model_config: ModelConfig, requeste
             raise ValueError("a quantized LM head tied to the embedding is not supported; the checkpoint's "
                              "quantization_config must list 'lm_head' under 'ignore'")
         layers = CompressedTensorsLinearMethod(stored.weight_format, stored.packed, fused_dtype)
-        return LinearMethods(layers, layers if stored.quantize_lm_head else methods.lm_head)
+        experts = (CompressedTensorsExpertMethod(stored.weight_format, stored.packed, fused_dtype) if is_moe
+                   else methods.experts)
+        return LinearMethods(layers, layers if stored.quantize_lm_head else methods.lm_head, experts)
     if requested is None:
         return methods
     if requested.int8_activations:
         layers = Int8ActivationLinearMethod(requested.weight_format)
     else:
         layers = QuantizeAtLoadLinearMethod(requested.weight_format, fused_dtype)
-    return LinearMethods(layers, layers if requested.quantize_lm_head else methods.lm_head)
+    experts = QuantizeAtLoadExpertMethod(requested.weight_format, fused_dtype) if is_moe else methods.experts
+    return LinearMethods(layers, layers if requested.quantize_lm_head else methods.lm_head, experts)

@@ -84,12 +84,10 @@ def linear_methods_for(device: torch.device, dtype: torch.dtype, requested_dtype
 def process_weights_after_loading(model: nn.Module) -> None:
     """Let each projection's and each layer of experts' method post-process the weights just loaded into it."""
     for name, module in model.named_modules():
-        method = getattr(module, "linear_method", None)
-        if isinstance(method, LinearMethodBase):
-            try:
-                method.process_weights_after_loading(module)
-            except GroupSizeError as error:
-                raise GroupSizeError(f"layer '{name}': {error}") from None
-        expert_method = getattr(module, "expert_method", None)
-        if isinstance(expert_method, ExpertMethod):
-            expert_method.process_weights_after_loading(module)
+        methods = [getattr(module, "linear_method", None), getattr(module, "expert_method", None)]
+        for method in methods:
+            if isinstance(method, (LinearMethodBase, ExpertMethod)):
+                try:
+                    method.process_weights_after_loading(module)
+                except GroupSizeError as error:
+                    raise GroupSizeError(f"layer '{name}': {error}") from None

@@ -1,0 +1,116 @@
+"""What int8/int4 expert weights become once loaded, and how each step multiplies by them (W8A16, W4A16).
+
+Two methods produce them, as for the linear layers: quantizing a float checkpoint's experts at load time, and
+reading a compressed-tensors checkpoint's. Both end in :meth:`IntWeightExpertMethod.install`, which stores each
+projection's integer values and scales stacked over the experts, in the layout of the kernel the linear
+methods pick for that format on this device (``int_weight_method.kernel_for``); the float weights are gone.
+
+Each step runs every expert that received rows once, over all its rows, through that kernel: the CPU's fused
+integer-weight ops read one byte (int8) or half a byte (int4) per weight. Measured against dequantizing each active
+expert then a matmul, and against dequantizing the active experts into ``F.grouped_mm`` (the float path), at a
+scaled shape (hidden 2048, expert intermediate 768, 128 experts, top-8, random routing; int8 per output channel;
+the least of 15 interleaved rounds, 5 for 64 tokens) on a 2-core AMD EPYC (Zen 4: AVX512-BF16, no AMX; a shared
+and busy machine, so only the ordering is firm), ms per layer:
+
+    tokens  activations  fused op per active expert  dequantize per active expert  dequantize into grouped_mm
+    1       float32              17.2                        17.2                          33.1
+    8       float32             129                         100                           450
+    64      float32            1838                         856                         11197
+    1       bfloat16              3.0                        35.5                         130
+    8       bfloat16            390                         1345                         2940
+    64      bfloat16            387                          556                         4731
+
+Gathering the active experts' dequantized weights for one grouped call costs more than it saves at every size.
+The fused op wins clearly in bfloat16 and ties in float32 at one row; above :data:`INT8_FUSED_MAX_ROWS` rows of
+one expert, int8 dequantizes as the linear methods do (compute-bound there); int4's packed layout runs fused at
+every row count, as it does for the linear methods.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from autoglm.models.expert_method.base import ExpertMethod
+from autoglm.models.expert_method.expert_groups import ExpertGroups
+from autoglm.models.fused_ops import silu_and_mul
+from autoglm.models.linear_method.int_kernels import (
+    INT8_FUSED_MAX_ROWS,
+    dequantized_linear,
+    int4_fused_linear,
+    int8_fused_linear,
+    pack_int4,
+)
+from autoglm.models.linear_method.int_weight_method import IntKernel, kernel_for
+from autoglm.models.linear_method.int_weights import IntWeightFormat
+
+# The two stacked projections of every layer of experts, by the prefix of their buffers' names.
+GATE_UP, DOWN = "gate_up", "down"
+PROJECTIONS = (GATE_UP, DOWN)
+# The ``[experts, out, in]`` of each stacked integer weight before packing, for counting parameters.
+QUANTIZED_EXPERT_SHAPES = "quantized_expert_shapes"
+
+
+@dataclass(frozen=True)
+class ExpertProjection:
+    """One projection's integer weights, stacked over the experts, in the layout of ``kernel``."""
+
+    kernel: IntKernel
+    weights: torch.Tensor  # [experts, out, in] int8, or each expert's int4 pack stacked
+    scales: torch.Tensor  # [experts, out, groups]; int4 fused: each expert's scales-and-zeros stacked
+    channel_scales: torch.Tensor | None  # [experts, out] in the fused dtype, for the int8 fused op only
+    out_features: int
+
+
+class IntWeightExpertMethod(ExpertMethod):
+    """Multiplies by the integer expert weights :meth:`install` leaves on a layer; subclasses create and fill them."""
+
+    def __init__(self, weight_format: IntWeightFormat, fused_dtype: torch.dtype | None = None) -> None:
+        self.weight_format = weight_format
+        self.fused_dtype = fused_dtype
+
+    def install(self, layer: nn.Module, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Replace the layer's loaded parameters by each projection's ``(q [experts, out, in] int8,
+        scale [experts, out, groups])`` (keys :data:`PROJECTIONS`) in this device's kernel layout."""
+        for name, _ in list(layer.named_parameters(recurse=False)):
+            delattr(layer, name)
+        setattr(layer, QUANTIZED_EXPERT_SHAPES, tuple(q.shape for q, _ in quantized.values()))
+        layer.int_projections = {name: self._projection(q, scale) for name, (q, scale) in quantized.items()}
+
+    def _projection(self, q: torch.Tensor, scale: torch.Tensor) -> ExpertProjection:
+        group_size = q.shape[2] // scale.shape[2]
+        kernel = kernel_for(self.weight_format, q.device, group_size, q.shape[2])
+        fused_scale = scale.to(self.fused_dtype or scale.dtype)
+        if kernel is IntKernel.INT4_FUSED:
+            packs = [pack_int4(q[expert], fused_scale[expert]) for expert in range(q.shape[0])]
+            return ExpertProjection(kernel, torch.stack([packed for packed, _ in packs]),
+                                    torch.stack([scales for _, scales in packs]), None, q.shape[1])
+        channel_scales = fused_scale[:, :, 0].contiguous() if kernel is IntKernel.INT8_FUSED else None
+        return ExpertProjection(kernel, q.contiguous(), scale.contiguous(), channel_scales, q.shape[1])
+
+    def apply(self, layer: nn.Module, hidden: torch.Tensor, topk_ids: torch.Tensor,
+              topk_weights: torch.Tensor) -> torch.Tensor:
+        projections = layer.int_projections
+        groups = ExpertGroups.of(topk_ids, topk_weights, projections[GATE_UP].weights.shape[0])
+        starts = [0, *groups.ends.tolist()]
+        slices = [(expert, start, end) for expert, (start, end) in enumerate(zip(starts, starts[1:])) if end > start]
+        gate_up = self._project(projections[GATE_UP], groups.gather(hidden), slices)
+        return groups.combine(self._project(projections[DOWN], silu_and_mul(gate_up), slices))
+
+    def _project(self, projection: ExpertProjection, rows: torch.Tensor,
+                 slices: list[tuple[int, int, int]]) -> torch.Tensor:
+        """Each expert's slice of ``rows`` times that expert's weight, every expert's weight read once."""
+        out = rows.new_empty(rows.shape[0], projection.out_features)
+        for expert, start, end in slices:
+            out[start:end] = self._expert_linear(projection, expert, rows[start:end])
+        return out
+
+    def _expert_linear(self, projection: ExpertProjection, expert: int, x: torch.Tensor) -> torch.Tensor:
+        kernel = projection.kernel
+        if kernel is IntKernel.DEQUANTIZE or (kernel is IntKernel.INT8_FUSED and x.shape[0] > INT8_FUSED_MAX_ROWS):
+            return dequantized_linear(x, projection.weights[expert], projection.scales[expert])
+        fused_x = x if self.fused_dtype is None else x.to(self.fused_dtype)
+        if kernel is IntKernel.INT8_FUSED:
+            return int8_fused_linear(fused_x, projection.weights[expert], projection.channel_scales[expert]).to(x.dtype)
+        return int4_fused_linear(fused_x, projection.weights[expert], projection.scales[expert]).to(x.dtype)
