@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from autoglm.models.expert_method.int_weight_experts import QUANTIZED_EXPERT_SHAPES
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear_method.int_weight_method import QUANTIZED_SHAPE
 
@@ -19,7 +20,13 @@ def count_parameters(model: nn.Module) -> int:
         shape = getattr(module, QUANTIZED_SHAPE, None)
         if shape is not None and not getattr(module, "tied", False):
             counted += shape.numel()
+        counted += _quantized_expert_parameters(module)
     return counted
+
+
+def _quantized_expert_parameters(module: nn.Module) -> int:
+    """The values of a layer of experts' integer weights, however packed (none on a float layer)."""
+    return sum(shape.numel() for shape in getattr(module, QUANTIZED_EXPERT_SHAPES, {}).values())
 
 
 def count_active_parameters(model: nn.Module) -> int:
@@ -28,6 +35,7 @@ def count_active_parameters(model: nn.Module) -> int:
     active = count_parameters(model)
     for module in model.modules():
         if isinstance(module, FusedExperts):
-            held = sum(parameter.numel() for parameter in module.parameters(recurse=False))
+            held = (sum(parameter.numel() for parameter in module.parameters(recurse=False))
+                    + _quantized_expert_parameters(module))
             active -= held - held // len(module.placement.local_experts) * module.top_k
     return active

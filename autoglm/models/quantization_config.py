@@ -23,6 +23,7 @@ PACKED_FORMAT = "pack-quantized"
 LM_HEAD = "lm_head"
 _STRATEGIES = ("channel", "group")
 REGEX_PREFIX = "re:"  # how compressed-tensors marks a pattern among exact module names
+ROUTER_PATTERN = f"{REGEX_PREFIX}.*mlp.gate$"  # every router, as llm-compressor's recipes name them
 _ROUTER = re.compile(r"model\.layers\.\d+\.mlp\.gate")
 # Module names a router pattern must match, and the quantized ones it must not.
 _ROUTER_EXAMPLE = "model.layers.0.mlp.gate"

@@ -1,4 +1,5 @@
-"""Write a float checkpoint's projections as int8/int4 in the ``compressed-tensors`` format, through that package.
+"""Write a float checkpoint's projections (a mixture-of-experts model's routed experts included) as int8/int4 in
+the ``compressed-tensors`` format, through that package.
 
 The package lays the checkpoint out (tensor names, int4 packing, ``quantization_config``) exactly as
 llm-compressor does, so vLLM, transformers and this engine all read it. The scales are the ones the
@@ -16,7 +17,8 @@ from autoglm.models import ModelConfig
 from autoglm.models.linear_method import WeightQuantization
 from autoglm.models.linear_method.compressed_tensors import compressed_tensors_module
 from autoglm.models.linear_method.int_weights import GroupSizeError, quantize
-from autoglm.models.quantization_config import INT_FORMAT, LM_HEAD, PACKED_FORMAT
+from autoglm.models.quantization_config import INT_FORMAT, LM_HEAD, PACKED_FORMAT, ROUTER_PATTERN
+from autoglm.quantize.experts import check_expert_group_size, compress_saved_experts
 
 
 def load_float_model(model_dir: str | Path) -> PreTrainedModel:
@@ -41,15 +43,14 @@ def quantized_linears(model: nn.Module, quantization: WeightQuantization) -> dic
 def quantize_checkpoint(model_dir: str | Path, out_dir: str | Path, quantization: WeightQuantization) -> Path:
     """Write ``model_dir`` quantized to ``out_dir`` with its tokenizer; returns ``out_dir``."""
     compressed_tensors_module("compressed_tensors", "autoglm quantize")
-    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.compressors import BaseCompressor, ModelCompressor
     from compressed_tensors.quantization import (QuantizationArgs, QuantizationConfig, QuantizationScheme,
                                                  apply_quantization_config)
 
     model_config = ModelConfig.from_pretrained(model_dir)
-    if model_config.moe is not None:
-        raise ValueError(f"{model_config.architecture} is a mixture-of-experts model, whose experts this command "
-                         "cannot quantize yet; quantize a dense checkpoint")
     weight_format = quantization.weight_format
+    if model_config.moe is not None:
+        check_expert_group_size(weight_format, model_config.moe.moe_intermediate_size)
     model = load_float_model(model_dir)
     if quantization.quantize_lm_head and model.config.tie_word_embeddings:
         raise ValueError("the LM head of this model is tied to its embedding, which stays unquantized; "
@@ -60,6 +61,8 @@ def quantize_checkpoint(model_dir: str | Path, out_dir: str | Path, quantization
                                group_size=weight_format.group_size)
     scheme = QuantizationScheme(targets=["Linear"], weights=weights)
     ignore = [name for name, module in model.named_modules() if isinstance(module, nn.Linear) and name not in linears]
+    if model_config.moe is not None:
+        ignore.append(ROUTER_PATTERN)  # the routers stay in full precision, as readers of the format expect
     apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=ignore))
     with torch.no_grad():
         for module in linears.values():
@@ -72,6 +75,8 @@ def quantize_checkpoint(model_dir: str | Path, out_dir: str | Path, quantization
     compressor.compress_model(model)
     out = Path(out_dir)
     model.save_pretrained(str(out))
+    if model_config.moe is not None:
+        compress_saved_experts(out, weight_format, scheme, BaseCompressor.get_value_from_registry(storage))
     compressor.update_config(str(out))
     AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(str(out))
     return out

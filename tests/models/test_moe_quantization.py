@@ -1,6 +1,7 @@
 """int8/int4 experts on the tiny GLM-4.5 and Qwen3-MoE: the engine computes what transformers computes with weights
 the compressed-tensors package quantized and dequantized itself (no code of the engine's builds that reference),
-routes every token to the same experts, and reads a compressed-tensors checkpoint the package wrote."""
+routes every token to the same experts, reads a compressed-tensors checkpoint the package wrote and one
+``autoglm quantize`` wrote, and keeps no float copy of the experts it quantized."""
 from __future__ import annotations
 
 import json
@@ -15,8 +16,13 @@ from transformers import AutoModelForCausalLM
 from autoglm import LLM, SamplingParams
 from autoglm.models import ModelConfig, load_model
 from autoglm.models.expert_choices import record_expert_choices
+from autoglm.models.fused_experts import FusedExperts
+from autoglm.models.linear_method.int_weights import GroupSizeError, IntWeightFormat
 from autoglm.models.linear_method import WeightQuantization, with_int_weights
 from autoglm.models.linear_method.selection import LinearMethods
+from autoglm.models.parameter_count import count_active_parameters, count_parameters
+from autoglm.models.quantization_config import parse_quantization_config
+from autoglm.quantize.writer import quantize_checkpoint
 from tests.engine.reference import greedy_reference
 from tests.models.logit_parity import prompt_ids, reference_logprobs
 from tests.models.quantized_checkpoints import package_args, package_scales
@@ -152,3 +158,52 @@ def test_package_compressed_moe_checkpoint_matches_its_dequantized_reference(cas
     logprobs, _ = logprobs_and_routing(quantized_engine_model(compressed_dir), input_ids)
     reference = reference_logprobs(checkpoints[case], input_ids, torch.arange(input_ids.shape[0]))
     assert (logprobs - reference).abs().max().item() < LOGPROB_TOLERANCE
+
+
+def test_autoglm_quantize_writes_a_moe_checkpoint_that_loads_as_quantize_at_load_runs(checkpoints, tmp_path):
+    int4 = WeightQuantization.from_settings("int4", GROUP_SIZE_INT4)
+    out = quantize_checkpoint(checkpoints["qwen3_moe"], tmp_path / "int4", int4)
+    assert ModelConfig.from_pretrained(out).quantization.weight_format == IntWeightFormat(4, GROUP_SIZE_INT4)
+    input_ids = prompt_ids(ModelConfig.from_pretrained(out).vocab_size)
+    written, _ = logprobs_and_routing(quantized_engine_model(out), input_ids)
+    at_load, _ = logprobs_and_routing(quantized_engine_model(checkpoints["qwen3_moe"], 4, GROUP_SIZE_INT4), input_ids)
+    assert torch.equal(written, at_load)  # the same scales and values either way
+    with pytest.raises(GroupSizeError, match="'mlp.experts.*.down_proj': quantization group size 64 does not divide"):
+        quantize_checkpoint(checkpoints["qwen3_moe"], tmp_path / "bad", WeightQuantization.from_settings("int4", 64))
+
+
+def test_quantized_experts_keep_no_float_copy_and_count_as_the_float_model(checkpoints):
+    float_model = quantized_engine_model(checkpoints["glm4_moe"])
+    model = quantized_engine_model(checkpoints["glm4_moe"], 4, GROUP_SIZE_INT4)
+    layers = [module for module in model.modules() if isinstance(module, FusedExperts)]
+    float_layers = [module for module in float_model.modules() if isinstance(module, FusedExperts)]
+    assert layers and all(not list(layer.parameters()) for layer in layers)
+    float_weights = sum(parameter.numel() for layer in float_layers for parameter in layer.parameters())
+    scales = sum(buffer.numel() for layer in layers for buffer in layer.buffers() if buffer.is_floating_point())
+    assert 0 < scales <= float_weights // GROUP_SIZE_INT4 * 2  # a scale (and a zero) per group: no float weights
+    assert count_parameters(model) == count_parameters(float_model)
+    assert count_active_parameters(model) == count_active_parameters(float_model)
+
+
+def test_a_group_size_that_does_not_divide_the_experts_is_named(checkpoints):
+    with pytest.raises(GroupSizeError, match="layer 'model.layers.0.mlp.experts': quantization group size 64 does "
+                                             "not divide the input size 32"):
+        quantized_engine_model(checkpoints["qwen3_moe"], 4, 64)
+
+
+@pytest.mark.parametrize("ignore,accepted", [
+    (["lm_head", "re:.*mlp.gate$"], True),
+    (["lm_head", "model.layers.0.mlp.gate", "model.layers.2.mlp.gate"], True),
+    (["re:.*gate.*"], False),  # would leave the gate projections unquantized too
+    (["model.layers.0.mlp.gate_proj"], False),
+])
+def test_a_checkpoint_may_leave_only_its_routers_and_lm_head_unquantized(ignore, accepted):
+    config = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ignore,
+              "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                  "num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}}}}
+    if accepted:
+        assert parse_quantization_config(config, "config.json").weight_format == IntWeightFormat(8)
+    else:
+        with pytest.raises(ValueError, match="'ignore' may name only 'lm_head' and a mixture-of-experts model's "
+                                             "routers"):
+            parse_quantization_config(config, "config.json")

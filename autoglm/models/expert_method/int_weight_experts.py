@@ -47,20 +47,26 @@ from autoglm.models.linear_method.int_weights import IntWeightFormat
 
 # The two stacked projections of every layer of experts, by the prefix of their buffers' names.
 GATE_UP, DOWN = "gate_up", "down"
-PROJECTIONS = (GATE_UP, DOWN)
 # The ``[experts, out, in]`` of each stacked integer weight before packing, for counting parameters.
 QUANTIZED_EXPERT_SHAPES = "quantized_expert_shapes"
 
 
 @dataclass(frozen=True)
 class ExpertProjection:
-    """One projection's integer weights, stacked over the experts, in the layout of ``kernel``."""
+    """One projection's integer weights as a layer's buffers hold them, stacked over the experts."""
 
     kernel: IntKernel
     weights: torch.Tensor  # [experts, out, in] int8, or each expert's int4 pack stacked
     scales: torch.Tensor  # [experts, out, groups]; int4 fused: each expert's scales-and-zeros stacked
     channel_scales: torch.Tensor | None  # [experts, out] in the fused dtype, for the int8 fused op only
     out_features: int
+
+    @classmethod
+    def of(cls, layer: nn.Module, name: str) -> ExpertProjection:
+        kernel = layer.int_kernels[name]
+        shape = getattr(layer, QUANTIZED_EXPERT_SHAPES)[name]
+        return cls(kernel, getattr(layer, f"{name}_qweight"), getattr(layer, f"{name}_scale"),
+                   getattr(layer, f"{name}_channel_scale", None), shape[1])
 
 
 class IntWeightExpertMethod(ExpertMethod):
@@ -72,31 +78,36 @@ class IntWeightExpertMethod(ExpertMethod):
 
     def install(self, layer: nn.Module, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Replace the layer's loaded parameters by each projection's ``(q [experts, out, in] int8,
-        scale [experts, out, groups])`` (keys :data:`PROJECTIONS`) in this device's kernel layout."""
+        scale [experts, out, groups])`` (keys ``GATE_UP``, ``DOWN``) as buffers in this device's kernel layout."""
         for name, _ in list(layer.named_parameters(recurse=False)):
             delattr(layer, name)
-        setattr(layer, QUANTIZED_EXPERT_SHAPES, tuple(q.shape for q, _ in quantized.values()))
-        layer.int_projections = {name: self._projection(q, scale) for name, (q, scale) in quantized.items()}
+        setattr(layer, QUANTIZED_EXPERT_SHAPES, {name: q.shape for name, (q, _) in quantized.items()})
+        layer.int_kernels = {}
+        for name, (q, scale) in quantized.items():
+            self._install_projection(layer, name, q, scale)
 
-    def _projection(self, q: torch.Tensor, scale: torch.Tensor) -> ExpertProjection:
+    def _install_projection(self, layer: nn.Module, name: str, q: torch.Tensor, scale: torch.Tensor) -> None:
         group_size = q.shape[2] // scale.shape[2]
-        kernel = kernel_for(self.weight_format, q.device, group_size, q.shape[2])
+        kernel = layer.int_kernels[name] = kernel_for(self.weight_format, q.device, group_size, q.shape[2])
         fused_scale = scale.to(self.fused_dtype or scale.dtype)
         if kernel is IntKernel.INT4_FUSED:
             packs = [pack_int4(q[expert], fused_scale[expert]) for expert in range(q.shape[0])]
-            return ExpertProjection(kernel, torch.stack([packed for packed, _ in packs]),
-                                    torch.stack([scales for _, scales in packs]), None, q.shape[1])
-        channel_scales = fused_scale[:, :, 0].contiguous() if kernel is IntKernel.INT8_FUSED else None
-        return ExpertProjection(kernel, q.contiguous(), scale.contiguous(), channel_scales, q.shape[1])
+            layer.register_buffer(f"{name}_qweight", torch.stack([packed for packed, _ in packs]))
+            layer.register_buffer(f"{name}_scale", torch.stack([scales for _, scales in packs]))
+            return
+        layer.register_buffer(f"{name}_qweight", q.contiguous())
+        layer.register_buffer(f"{name}_scale", scale.contiguous())
+        if kernel is IntKernel.INT8_FUSED:
+            layer.register_buffer(f"{name}_channel_scale", fused_scale[:, :, 0].contiguous())
 
     def apply(self, layer: nn.Module, hidden: torch.Tensor, topk_ids: torch.Tensor,
               topk_weights: torch.Tensor) -> torch.Tensor:
-        projections = layer.int_projections
-        groups = ExpertGroups.of(topk_ids, topk_weights, projections[GATE_UP].weights.shape[0])
+        gate_up, down = ExpertProjection.of(layer, GATE_UP), ExpertProjection.of(layer, DOWN)
+        groups = ExpertGroups.of(topk_ids, topk_weights, gate_up.weights.shape[0])
         starts = [0, *groups.ends.tolist()]
         slices = [(expert, start, end) for expert, (start, end) in enumerate(zip(starts, starts[1:])) if end > start]
-        gate_up = self._project(projections[GATE_UP], groups.gather(hidden), slices)
-        return groups.combine(self._project(projections[DOWN], silu_and_mul(gate_up), slices))
+        intermediate = self._project(gate_up, groups.gather(hidden), slices)
+        return groups.combine(self._project(down, silu_and_mul(intermediate), slices))
 
     def _project(self, projection: ExpertProjection, rows: torch.Tensor,
                  slices: list[tuple[int, int, int]]) -> torch.Tensor:
