@@ -16,12 +16,16 @@ from transformers import AutoModelForCausalLM
 from autoglm import LLM, SamplingParams
 from autoglm.models import ModelConfig, load_model
 from autoglm.models.expert_choices import record_expert_choices
+from autoglm.models.expert_method import UnquantizedExpertMethod
+from autoglm.models.expert_method.quantize_at_load import QuantizeAtLoadExpertMethod
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear_method.int_weights import GroupSizeError, IntWeightFormat
 from autoglm.models.linear_method import WeightQuantization, with_int_weights
-from autoglm.models.linear_method.selection import LinearMethods
+from autoglm.models.linear_method.selection import LinearMethods, process_weights_after_loading
+from autoglm.models.linear_method.int_kernels import INT8_FUSED_MAX_ROWS
 from autoglm.models.parameter_count import count_active_parameters, count_parameters
 from autoglm.models.quantization_config import parse_quantization_config
+from autoglm.models.weight_loading import load_checkpoint_weights
 from autoglm.quantize.writer import quantize_checkpoint
 from tests.engine.reference import greedy_reference
 from tests.models.logit_parity import prompt_ids, reference_logprobs
@@ -35,6 +39,43 @@ GROUP_SIZE_INT4 = 32  # divides the tiny models' hidden (64) and expert intermed
 CASES = {"int8-glm4_moe": (8, None, "glm4_moe"), "int4-glm4_moe": (4, GROUP_SIZE_INT4, "glm4_moe"),
          "int8-qwen3_moe": (8, None, "qwen3_moe"), "int4-qwen3_moe": (4, GROUP_SIZE_INT4, "qwen3_moe")}
 ROUTER_IGNORE = "re:.*mlp.gate$"  # llm-compressor's recipes for these models keep the routers in full precision
+
+
+class ExpertsLayer(nn.Module):
+    """A parent, so that the experts' checkpoint names read ``experts.gate_up_proj``."""
+
+    def __init__(self, method) -> None:
+        super().__init__()
+        self.experts = FusedExperts(8, 2, 64, 32, method)
+
+
+@pytest.mark.parametrize("bits,group_size", [(8, None), (8, 32), (4, 32)])
+@pytest.mark.parametrize("fused_dtype", [None, torch.bfloat16])
+def test_a_layer_of_quantized_experts_equals_the_packages_dequantized_experts_at_any_rows_per_expert(
+        bits, group_size, fused_dtype):
+    """Experts 0 and 1 take more rows than the fused int8 op's limit, the others one or none; bfloat16 activations
+    in the fused ops (a bfloat16 checkpoint computed in float32) round as the reference's are rounded here."""
+    generator = torch.Generator().manual_seed(0)
+    weights = {"experts.gate_up_proj": torch.randn(8, 64, 64, generator=generator) * 0.2,
+               "experts.down_proj": torch.randn(8, 64, 32, generator=generator) * 0.2}
+    quantized = ExpertsLayer(QuantizeAtLoadExpertMethod(IntWeightFormat(bits, group_size), fused_dtype))
+    load_checkpoint_weights(quantized, weights.items())
+    process_weights_after_loading(quantized)
+    reference = ExpertsLayer(UnquantizedExpertMethod())
+    dequantized = {name: torch.stack([package_fake_quantized(weight, bits, group_size) for weight in stacked])
+                   for name, stacked in weights.items()}
+    load_checkpoint_weights(reference, dequantized.items())
+    num_tokens = 2 * INT8_FUSED_MAX_ROWS + 4
+    topk_ids = torch.tensor([[0, 1]] * (num_tokens - 4) + [[2, 3], [4, 5], [5, 3], [2, 4]])
+    topk_weights = torch.rand(num_tokens, 2, generator=generator)
+    hidden = torch.randn(num_tokens, 64, generator=generator)
+    if fused_dtype is not None:
+        hidden = hidden.to(fused_dtype).float()
+    with torch.inference_mode():
+        got = quantized.experts(hidden, topk_ids, topk_weights)
+        expected = reference.experts(hidden, topk_ids, topk_weights)
+    tolerance = 1e-5 if fused_dtype is None else 2e-2  # bfloat16 products and intermediates: ~2^-8 relative
+    assert (got - expected).abs().max() <= tolerance * expected.abs().max()
 
 
 def package_fake_quantized(weight: torch.Tensor, bits: int, group_size: int | None) -> torch.Tensor:

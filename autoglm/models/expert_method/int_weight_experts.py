@@ -7,23 +7,31 @@ methods pick for that format on this device (``int_weight_method.kernel_for``); 
 
 Each step runs every expert that received rows once, over all its rows, through that kernel: the CPU's fused
 integer-weight ops read one byte (int8) or half a byte (int4) per weight. Measured against dequantizing each active
-expert then a matmul, and against dequantizing the active experts into ``F.grouped_mm`` (the float path), at a
-scaled shape (hidden 2048, expert intermediate 768, 128 experts, top-8, random routing; int8 per output channel;
-the least of 15 interleaved rounds, 5 for 64 tokens) on a 2-core AMD EPYC (Zen 4: AVX512-BF16, no AMX; a shared
-and busy machine, so only the ordering is firm), ms per layer:
+expert then a matmul, and against dequantizing the active experts into one ``F.grouped_mm`` (the float path), at
+a scaled shape (hidden 2048, expert intermediate 768, 128 experts, top-8, random routing; int8 per output
+channel, int4 in groups of 128; the least of 9 interleaved rounds, 3 for 64 tokens, 15 and 5 for float32) on a
+2-core AMD EPYC (Zen 4: AVX512-BF16, no AMX; a shared machine under a load of 2 to 6, so only the ordering is
+firm), ms per layer:
 
-    tokens  activations  fused op per active expert  dequantize per active expert  dequantize into grouped_mm
-    1       float32              17.2                        17.2                          33.1
-    8       float32             129                         100                           450
-    64      float32            1838                         856                         11197
-    1       bfloat16              3.0                        35.5                         130
-    8       bfloat16            390                         1345                         2940
-    64      bfloat16            387                          556                         4731
+    weights  activations  tokens  fused op per active expert  dequantize per active expert  into grouped_mm
+    int8     bfloat16       1              2.9                          9.6                       16.2
+    int8     bfloat16       8             21.8                         56.9                      105
+    int8     bfloat16      64             77.5                        171                        576
+    int4     bfloat16       1              6.6                         22.0                       56.0
+    int4     bfloat16       8             11.9                         75.1                      221
+    int4     bfloat16      64             54.2                        183                        836
+    int8     float32        1             94.1                        328                        647
+    int8     float32        8            219                          634                       1160
+    int8     float32       64           2287                         2184                       4528
+    int4     float32        1             93.7                        206                        382
+    int4     float32        8            289                          629                       1058
 
-Gathering the active experts' dequantized weights for one grouped call costs more than it saves at every size.
-The fused op wins clearly in bfloat16 and ties in float32 at one row; above :data:`INT8_FUSED_MAX_ROWS` rows of
-one expert, int8 dequantizes as the linear methods do (compute-bound there); int4's packed layout runs fused at
-every row count, as it does for the linear methods.
+The fused ops win everywhere but at 64 tokens in float32, where the two loops over the experts trade places from
+run to run (PyTorch's fused ops are slow on float32 activations: a float32 checkpoint is exact but slow, as for
+the linear methods). Gathering the active experts' dequantized weights for one grouped call costs more than it
+saves at every size. So the linear methods' choice holds for the experts too: above :data:`INT8_FUSED_MAX_ROWS`
+rows of one expert int8 dequantizes (compute-bound there), and int4's packed layout runs fused at every row
+count.
 """
 from __future__ import annotations
 
