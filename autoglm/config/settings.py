@@ -497,8 +497,9 @@ class AutoGLMConfig(BaseModel):
         description=(
             "YAML file of tenants (role admin, user or reader, the models each may use, limits, weight) and the "
             "SHA-256 hashes of their API keys, made with `autoglm keys create` and read again on SIGHUP or POST "
-            "/admin/reload; /v1/* and the tokenizer routes then need 'Authorization: Bearer KEY' (401 without a valid "
-            "one, 403 outside the tenant's role or models) and /admin/* an admin key, while /health and /metrics stay "
+            "/admin/reload; /v1/* and the tokenizer routes then need 'Authorization: Bearer KEY' or "
+            "'x-api-key: KEY' (401 without a valid one, 403 outside the tenant's role or models) and /admin/* an "
+            "admin key, while /health and /metrics stay "
             "open. Unset, with no api_key either: the server is open to anyone who reaches it, and says so at start."
         ),
         json_schema_extra={**_TENANTS, "metavar": "FILE"},

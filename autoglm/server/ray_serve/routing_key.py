@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 # The routes whose requests carry a prompt the engine will prefill.
-PROMPT_ROUTES = frozenset({"/v1/completions", "/v1/chat/completions"})
+PROMPT_ROUTES = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/responses"})
 
 
 def routing_key(path: str, body: bytes, num_chars: int) -> str | None:
@@ -24,8 +24,22 @@ def routing_key(path: str, body: bytes, num_chars: int) -> str | None:
         return None
     if not isinstance(request, dict):
         return None
-    text = _chat_text(request.get("messages")) if "messages" in request else _prompt_text(request.get("prompt"))
+    text = _request_text(path, request)
     return text[:num_chars] if text else None
+
+
+def _request_text(path: str, request: dict[str, Any]) -> str:
+    """The prompt's text in the order the chat template renders it: Anthropic's system prompt and the Responses
+    API's instructions come before the conversation."""
+    if path == "/v1/messages":
+        return _content_text(request.get("system")) + _chat_text(request.get("messages"))
+    if path == "/v1/responses":
+        conversation = request.get("input")
+        turns = conversation if isinstance(conversation, str) else _chat_text(conversation)
+        return _content_text(request.get("instructions")) + turns
+    if "messages" in request:
+        return _chat_text(request.get("messages"))
+    return _prompt_text(request.get("prompt"))
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -52,7 +66,7 @@ def _chat_text(messages: Any) -> str:
 
 
 def _content_text(content: Any) -> str:
-    """A message's text: a string, or the text of its text parts."""
+    """A message's text: a string, or the text of its text parts (or blocks)."""
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content if isinstance(content, str) else ""

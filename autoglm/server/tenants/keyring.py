@@ -88,7 +88,7 @@ class KeyRing:
                 found = key
         if found is None:
             raise invalid_key("Incorrect API key provided; send a key made by 'autoglm keys create' as "
-                              "'Authorization: Bearer KEY'.")
+                              "'Authorization: Bearer KEY' or 'x-api-key: KEY'.")
         return _principal_of(tenants, found, now)
 
     def principal_of_key(self, key_id: str, now: datetime | None = None) -> Principal:

@@ -31,6 +31,17 @@ def test_a_batch_is_keyed_by_its_first_prompt_and_token_ids_by_their_numbers():
     assert routing_key("/v1/completions", body(prompt=[[17, 4], [9]]), 100) == "17 4"
 
 
+def test_anthropic_messages_and_responses_are_keyed_by_their_system_text_then_turns():
+    system = [{"type": "text", "text": "You write code."}]
+    turns = [{"role": "user", "content": [{"type": "text", "text": "Fix it"}]}]
+    messages = routing_key("/v1/messages", body(system=system, messages=turns, max_tokens=8), 1000)
+    assert messages == "You write code.user\nFix it\n"
+    again = routing_key("/v1/messages", body(system="You write code.", messages=[*turns, turns[0]], max_tokens=8), 16)
+    assert again == messages[:16]
+    assert routing_key("/v1/responses", body(instructions="Be brief.", input="Fix it"), 1000) == "Be brief.Fix it"
+    assert routing_key("/v1/responses", body(input=turns), 1000) == "user\nFix it\n"
+
+
 def test_a_chat_is_rendered_message_after_message():
     messages = [{"role": "system", "content": "You are terse."},
                 {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}]}]
