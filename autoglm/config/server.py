@@ -5,6 +5,7 @@ URLs that may hold passwords) stay here and never reach an engine or its workers
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,53 @@ class VersionsConfig:
     auto_rollback_min_requests: int
     auto_rollback_max_error_rate: float
     auto_rollback_max_p99_ttft_s: float | None
+
+
+# How one lora_modules entry is written, as its errors say.
+LORA_MODULE_FORM = "NAME=PATH"
+
+
+@dataclass(frozen=True)
+class AdaptersConfig:
+    """The LoRA adapters served from the start, and where adapters may be loaded from while the server runs."""
+
+    lora_modules: dict[str, str] = field(hash=False)  # served name -> adapter folder
+    allowed_lora_path: str | None  # None: no adapter loads at runtime
+
+
+def parse_lora_modules(value: Any) -> dict[str, str]:
+    """`value` as a mapping of served name to adapter folder: NAME=PATH entries (a list, or one comma-separated
+    string as flags and variables give it), or a mapping (or its JSON text); ValueError naming the bad entry."""
+    if value is None:
+        return {}
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"expected a JSON object of name to adapter folder; {error}") from None
+    if isinstance(value, str):
+        value = [entry.strip() for entry in value.split(",") if entry.strip()]
+    if isinstance(value, (list, tuple)):
+        pairs = [_module_entry(entry) for entry in value]
+    elif isinstance(value, Mapping):
+        pairs = list(value.items())
+    else:
+        raise ValueError(f"expected {LORA_MODULE_FORM} entries or a mapping of name to adapter folder")
+    modules: dict[str, str] = {}
+    for name, path in pairs:
+        if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
+            raise ValueError(f"an adapter needs a name and a folder, both non-empty text; got {name!r}: {path!r}")
+        if name in modules:
+            raise ValueError(f"the adapter name {name!r} is given twice; each adapter needs a name of its own")
+        modules[name] = path
+    return modules
+
+
+def _module_entry(entry: object) -> tuple[str, str]:
+    if not isinstance(entry, str) or "=" not in entry:
+        raise ValueError(f"{entry!r} is not an adapter entry; expected {LORA_MODULE_FORM}, such as sql=/adapters/sql")
+    name, _, path = entry.partition("=")
+    return name.strip(), path.strip()
 
 
 @dataclass(frozen=True)
@@ -161,6 +209,7 @@ class ServerConfig:
     tenants: TenantsConfig
     response_cache: ResponseCacheConfig
     versions: VersionsConfig
+    adapters: AdaptersConfig
     ray: RayConfig
     chat: ChatConfig
     media: MediaConfig

@@ -25,6 +25,7 @@ from autoglm.config.engine import (
     SchedulerConfig,
 )
 from autoglm.config.server import (
+    AdaptersConfig,
     ChatConfig,
     HttpConfig,
     MediaConfig,
@@ -35,6 +36,7 @@ from autoglm.config.server import (
     TenantsConfig,
     VersionsConfig,
     check_image_processor_kwargs,
+    parse_lora_modules,
 )
 from autoglm.config.sources import (
     ARGUMENT_SOURCE,
@@ -796,6 +798,24 @@ class AutoGLMConfig(BaseModel):
         json_schema_extra=_VERSIONS,
     )
 
+    lora_modules: dict[str, str] = Field(
+        {},
+        description=(
+            "LoRA adapters served from the start (with enable_lora), each under its own name as a request's model: "
+            "NAME=PATH entries (vLLM's --lora-modules), as a list or one comma-separated string, or a mapping of "
+            "name to folder (or its JSON text). Trusted like `model`: allowed_lora_path does not apply to them."
+        ),
+        json_schema_extra={**_VERSIONS, "metavar": "NAME=PATH"},
+    )
+    allowed_lora_path: str | None = Field(
+        None,
+        description=(
+            "Folder that POST /v1/load_lora_adapter may load adapters from (its paths are resolved, symbolic links "
+            "included, and must lie under it); unset: adapters load at runtime only with this set."
+        ),
+        json_schema_extra={**_VERSIONS, "metavar": "FOLDER"},
+    )
+
     ray_min_replicas: int = Field(
         1,
         ge=1,
@@ -920,6 +940,7 @@ class AutoGLMConfig(BaseModel):
             tenants=_part(TenantsConfig, self),
             response_cache=_part(ResponseCacheConfig, self),
             versions=_part(VersionsConfig, self),
+            adapters=_part(AdaptersConfig, self),
             ray=_part(RayConfig, self),
             chat=_part(ChatConfig, self),
             media=_part(MediaConfig, self),
@@ -986,6 +1007,11 @@ class AutoGLMConfig(BaseModel):
             raise ValueError("an empty list would refuse every request; give names, '*' for any, or leave it unset")
         return tuple(value)
 
+    @field_validator("lora_modules", mode="before")
+    @classmethod
+    def _adapter_modules(cls, value: object) -> dict[str, str]:
+        return parse_lora_modules(value)
+
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod
     def _images_per_prompt(cls, value: object) -> object:
@@ -1009,11 +1035,13 @@ class AutoGLMConfig(BaseModel):
             value = _json_object(value) if value.strip() else {}
         return check_image_processor_kwargs(value)
 
-    @field_validator("allowed_local_media_path")
+    @field_validator("allowed_local_media_path", "allowed_lora_path")
     @classmethod
-    def _existing_folder(cls, path: str | None) -> str | None:
+    def _existing_folder(cls, path: str | None, info: ValidationInfo) -> str | None:
         if path is not None and not Path(path).is_dir():
-            raise ValueError(f"{path!r} is not a folder; give an existing folder whose images file:// URLs may read")
+            reader = ("POST /v1/load_lora_adapter may load adapters from" if info.field_name == "allowed_lora_path"
+                      else "whose images file:// URLs may read")
+            raise ValueError(f"{path!r} is not a folder; give an existing folder {reader}")
         return path
 
     @field_validator("rate_limit_storage")
