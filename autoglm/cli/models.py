@@ -11,7 +11,7 @@ from pathlib import Path
 from autoglm.admin_client import API_KEY_ENV, DEFAULT_SERVER_URL, AdminClient, ServedModel
 from autoglm.cli.logging import add_logging_arguments
 from autoglm.config import AutoGLMConfig
-from autoglm.registry import ModelVersion, Registry, registry_from_config
+from autoglm.registry import ModelVersion, Registry, base_checksum, registry_from_config
 
 _MIB = 2**20
 
@@ -39,7 +39,9 @@ def _held_out_perplexity(args: argparse.Namespace, checkpoint: Path) -> float:
 def _register(args: argparse.Namespace) -> int:
     registry = _registry(args)
     eval_ppl = _held_out_perplexity(args, args.path) if args.eval_ppl else None
-    version = registry.register(args.name, args.path, version=args.version, notes=args.notes, eval_ppl=eval_ppl)
+    base_sha256 = base_checksum(registry, args.base) if args.base is not None else None
+    version = registry.register(args.name, args.path, version=args.version, notes=args.notes, eval_ppl=eval_ppl,
+                                base_sha256=base_sha256)
     aliases = _aliases_of(version, registry.aliases(version.name))
     print(f"registered {version.reference}{f' ({aliases})' if aliases else ''}: {version.architecture}, "
           f"{version.size_bytes / _MIB:.2f} MiB of weights, sha256 {version.sha256[:12]}, from {version.path}"
@@ -168,6 +170,10 @@ def _add_offline_actions(actions: argparse._SubParsersAction) -> None:
     register.add_argument("--version", metavar="VERSION", help="the version's id (default: the next number, 1, 2, ...)")
     register.add_argument("--notes", default="", metavar="TEXT",
                           help="free text kept with the version (what changed, ...)")
+    register.add_argument("--base", metavar="REF",
+                          help="for a LoRA adapter folder: the registered base model version it runs on (NAME, "
+                               "NAME@ALIAS or NAME@VERSION); the adapter is pinned to that version's checksum and "
+                               "served only on a model with those weights")
     register.add_argument("--eval-ppl", action="store_true",
                           help="score the checkpoint on the held-out corpus first (as `autoglm eval-ppl "
                                "--held-out`; engine settings from --config) and keep its perplexity")

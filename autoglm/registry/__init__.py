@@ -6,6 +6,7 @@ from autoglm.registry.base import (
     ModelVersion,
     Registry,
     RegistryError,
+    base_checksum,
     verify_checksum,
 )
 from autoglm.registry.configured import registry_from_config
@@ -13,5 +14,5 @@ from autoglm.registry.directory import DirectoryRegistry
 
 __all__ = [
     "CANARY_ALIAS", "STABLE_ALIAS", "ChecksumMismatchError", "DirectoryRegistry", "ModelVersion", "Registry",
-    "RegistryError", "registry_from_config", "verify_checksum",
+    "RegistryError", "base_checksum", "registry_from_config", "verify_checksum",
 ]

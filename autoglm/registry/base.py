@@ -19,7 +19,7 @@ REFERENCE_SEPARATOR = "@"
 
 __all__ = [
     "CANARY_ALIAS", "STABLE_ALIAS", "ChecksumMismatchError", "ModelVersion", "Registry", "RegistryError",
-    "verify_checksum", "version_sort_key",
+    "base_checksum", "verify_checksum", "version_sort_key",
 ]
 
 
@@ -36,6 +36,7 @@ class ModelVersion:
     created: datetime
     notes: str = ""
     eval_ppl: float | None = None
+    base_sha256: str | None = None  # a LoRA adapter's: the weights checksum of the base it runs on; None: a model
 
     @property
     def reference(self) -> str:
@@ -72,9 +73,11 @@ class Registry(ABC):
 
     @abstractmethod
     def register(self, name: str, path: Path, version: str | None = None, notes: str = "",
-                 eval_ppl: float | None = None) -> ModelVersion:
+                 eval_ppl: float | None = None, base_sha256: str | None = None) -> ModelVersion:
         """Record the checkpoint at ``path`` as a new version of ``name`` (the next number unless given),
-        with its weights' checksum, architecture and size; refuses a version that already exists."""
+        with its weights' checksum, architecture and size; refuses a version that already exists. A LoRA
+        adapter's folder needs `base_sha256`, the checksum of the base model version it is pinned to (see
+        ``base_checksum``), and only an adapter's takes one."""
 
     def resolve(self, reference: str) -> ModelVersion:
         """The version ``reference`` names: ``NAME`` (its stable alias), ``NAME@ALIAS`` or ``NAME@VERSION``.
@@ -95,6 +98,15 @@ class Registry(ABC):
             f"{', '.join(f'{alias}={version}' for alias, version in sorted(aliases.items())) or 'none'}; "
             f"versions: {', '.join(sorted(known, key=version_sort_key))}"
         )
+
+
+def base_checksum(registry: Registry, base_reference: str) -> str:
+    """The weights checksum an adapter registered on `base_reference` (NAME, NAME@ALIAS, NAME@VERSION) is pinned
+    to; refuses a reference to another adapter."""
+    base = registry.resolve(base_reference)
+    if base.base_sha256 is not None:
+        raise RegistryError(f"{base.reference} is itself a LoRA adapter; an adapter's base must be a model")
+    return base.sha256
 
 
 def version_sort_key(version: str) -> tuple[int, int | str]:

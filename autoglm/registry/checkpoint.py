@@ -13,6 +13,8 @@ from pathlib import Path
 from autoglm.registry.errors import RegistryError
 
 WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")
+# What marks a folder as a PEFT adapter rather than a model checkpoint.
+ADAPTER_CONFIG_FILE = "adapter_config.json"
 _HASH_CHUNK_BYTES = 1 << 20
 
 
@@ -37,6 +39,12 @@ def weights_sha256(path: Path) -> str:
     return files_sha256(weight_files(path))
 
 
+def adapter_sha256(path: Path) -> str:
+    """Hex SHA-256 of an adapter's config (its rank, alpha and target modules change what it writes) and weight
+    files."""
+    return files_sha256([path / ADAPTER_CONFIG_FILE, *weight_files(path)])
+
+
 def files_sha256(files: list[Path]) -> str:
     """Hex SHA-256 over each file's name and bytes, in the order given, read in chunks (a weight file may not
     fit in memory twice)."""
@@ -49,15 +57,20 @@ def files_sha256(files: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def is_adapter_folder(path: Path) -> bool:
+    return (path / ADAPTER_CONFIG_FILE).is_file()
+
+
 def checkpoint_architecture(path: Path) -> str:
-    """config.json's ``architectures[0]``, else its ``model_type``."""
+    """config.json's ``architectures[0]``, else its ``model_type``; an adapter's is its PEFT type, as "LORA
+    adapter"."""
+    if is_adapter_folder(path):
+        config = _json_file(path / ADAPTER_CONFIG_FILE)
+        return f"{config.get('peft_type') or 'PEFT'} adapter"
     config_file = path / "config.json"
-    try:
-        config = json.loads(config_file.read_text())
-    except FileNotFoundError:
-        raise RegistryError(f"{path} is not a checkpoint folder: it has no config.json") from None
-    except json.JSONDecodeError as error:
-        raise RegistryError(f"{config_file} is not valid JSON: {error}") from None
+    if not config_file.is_file():
+        raise RegistryError(f"{path} is not a checkpoint folder: it has no config.json (nor {ADAPTER_CONFIG_FILE})")
+    config = _json_file(config_file)
     architectures = config.get("architectures") or []
     architecture = architectures[0] if architectures else config.get("model_type")
     if not isinstance(architecture, str) or not architecture:
@@ -65,10 +78,28 @@ def checkpoint_architecture(path: Path) -> str:
     return architecture
 
 
-def describe_checkpoint(path: Path) -> CheckpointFacts:
-    """The facts to register for the checkpoint folder at ``path``; refuses a folder without weight files."""
+def _json_file(file: Path) -> dict:
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as error:
+        raise RegistryError(f"{file} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"{file} is not a JSON object")
+    return data
+
+
+def describe_checkpoint(path: Path, base_sha256: str | None = None) -> CheckpointFacts:
+    """The facts to register for the checkpoint folder at ``path``; refuses a folder without weight files, an
+    adapter without the checksum of its base (`base_sha256`), and a base checksum for a model."""
     if not path.is_dir():
         raise RegistryError(f"checkpoint folder not found: {path}")
+    adapter = is_adapter_folder(path)
+    if adapter and base_sha256 is None:
+        raise RegistryError(f"{path} is a LoRA adapter ({ADAPTER_CONFIG_FILE}); register it with the base model "
+                            "version it runs on (--base NAME@VERSION), whose checksum it is pinned to")
+    if not adapter and base_sha256 is not None:
+        raise RegistryError(f"{path} is a model checkpoint, not a LoRA adapter (it has no {ADAPTER_CONFIG_FILE}); "
+                            "only an adapter is registered with a base")
     files = weight_files(path)
     if not files:
         raise RegistryError(f"{path} holds no weight files (expected {' or '.join(WEIGHT_FILE_PATTERNS)})")

@@ -105,13 +105,13 @@ class DirectoryRegistry(Registry):
             del record.aliases[alias]
 
     def register(self, name: str, path: Path, version: str | None = None, notes: str = "",
-                 eval_ppl: float | None = None) -> ModelVersion:
+                 eval_ppl: float | None = None, base_sha256: str | None = None) -> ModelVersion:
         """Record the checkpoint; the first version of a new model also becomes its ``stable``."""
         if version is not None:
             check_identifier("version", version)
         check_identifier("model name", name)
         path = path.expanduser().resolve()
-        facts = describe_checkpoint(path)  # hashing takes a while: done before the lock is taken
+        facts = describe_checkpoint(path, base_sha256)  # hashing takes a while: done before the lock is taken
         self.root.mkdir(parents=True, exist_ok=True)
         with self._locked(name):
             record = self._read(name) if self._file(name).exists() else _ModelRecord(name)
@@ -121,7 +121,7 @@ class DirectoryRegistry(Registry):
             registered = ModelVersion(
                 name=name, version=version or record.next_version(), path=path, sha256=facts.sha256,
                 architecture=facts.architecture, size_bytes=facts.size_bytes,
-                created=datetime.now(timezone.utc), notes=notes, eval_ppl=eval_ppl,
+                created=datetime.now(timezone.utc), notes=notes, eval_ppl=eval_ppl, base_sha256=base_sha256,
             )
             record.versions.append(registered)
             record.aliases.setdefault(STABLE_ALIAS, registered.version)

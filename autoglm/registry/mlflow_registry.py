@@ -39,6 +39,7 @@ SHA256_TAG = "autoglm.sha256"
 ARCHITECTURE_TAG = "autoglm.architecture"
 SIZE_TAG = "autoglm.size_bytes"
 EVAL_PPL_TAG = "autoglm.eval_ppl"
+BASE_SHA256_TAG = "autoglm.base_sha256"  # a LoRA adapter's base
 _NOT_FOUND = "RESOURCE_DOES_NOT_EXIST"
 _ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
 _REGISTERED_MODELS_PER_PAGE = 100
@@ -98,18 +99,20 @@ class MlflowRegistry(Registry):
         self._client.delete_registered_model_alias(name, alias)
 
     def register(self, name: str, path: Path, version: str | None = None, notes: str = "",
-                 eval_ppl: float | None = None) -> ModelVersion:
+                 eval_ppl: float | None = None, base_sha256: str | None = None) -> ModelVersion:
         """Upload the checkpoint and make it MLflow's next version; the first version also becomes ``stable``."""
         if version is not None:
             raise RegistryError(f"the MLflow registry numbers versions itself; register {name!r} without a "
                                 f"version (asked for {version!r})")
         check_identifier("model name", name)
-        facts = describe_checkpoint(path)
+        facts = describe_checkpoint(path, base_sha256)
         run_id = self._log_checkpoint(name, path)
         self._ensure_registered_model(name)
         tags = {SHA256_TAG: facts.sha256, ARCHITECTURE_TAG: facts.architecture, SIZE_TAG: str(facts.size_bytes)}
         if eval_ppl is not None:
             tags[EVAL_PPL_TAG] = repr(eval_ppl)
+        if base_sha256 is not None:
+            tags[BASE_SHA256_TAG] = base_sha256
         created = self._client.create_model_version(
             name, source=f"runs:/{run_id}/{CHECKPOINT_ARTIFACT_PATH}", run_id=run_id, tags=tags, description=notes)
         if STABLE_ALIAS not in self.aliases(name):
@@ -175,6 +178,7 @@ class MlflowRegistry(Registry):
             created=datetime.fromtimestamp(entry.creation_timestamp / 1000, tz=timezone.utc),
             notes=entry.description or "",
             eval_ppl=float(tags[EVAL_PPL_TAG]) if EVAL_PPL_TAG in tags else None,
+            base_sha256=tags.get(BASE_SHA256_TAG),
         )
 
     def _download_to(self, name: str, version: str) -> Callable[[Path], Path]:

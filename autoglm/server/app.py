@@ -27,6 +27,7 @@ from autoglm.server.batches.endpoints import BatchEndpoints
 from autoglm.server.batches.service import BatchService
 from autoglm.server.batches.timing import BatchClock
 from autoglm.server.dependencies import State, get_and_head
+from autoglm.server.lora import routes as lora
 from autoglm.server.openai import chat, completions, models, tokenize
 from autoglm.server.responses_api import routes as responses_api
 from autoglm.server.tenants import admin_routes as admin
@@ -137,7 +138,7 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router,
-               anthropic.router, file_routes.router, batch_routes.router]
+               anthropic.router, file_routes.router, batch_routes.router, lora.router]
     if keyring is not None:  # no tenants to administer without keys
         routers.append(admin.router)
     if state.lifecycle is not None:

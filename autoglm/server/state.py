@@ -15,6 +15,7 @@ from autoglm.kernels.cpu_extension import cpu_kernel_status
 from autoglm.registry.base import Registry
 from autoglm.server.openai.chat_parsers import ChatParsers
 from autoglm.server.openai.errors import APIError
+from autoglm.server.lora.served_adapters import ServedAdapters
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.response_cache.cache import response_cache_from_config
 from autoglm.server.versions.lifecycle import EngineLoader, ModelLifecycle
@@ -22,7 +23,6 @@ from autoglm.server.versions.pool import VersionPool
 from autoglm.server.versions.routing import ModelRouter, ModelRoutes, model_name_of
 from autoglm.server.versions.served_names import served_model_name
 from autoglm.server.versions.served_version import ServedVersion
-from autoglm.server.versions.version_ids import version_id
 from autoglm.server.http.request_ids import client_request_id
 from autoglm.server.tenants.access import request_principal
 from autoglm.server.tenants.keyring import KeyRing
@@ -58,14 +58,14 @@ class ServerState:
         capacity = config.versions.max_loaded_versions if registry is not None else 1
         self.pool = VersionPool(config, self.metrics, capacity)
         self.router = ModelRouter(self.pool, self.model_name)
+        self.adapters = ServedAdapters(self.pool, self.router)
         self.lifecycle = (ModelLifecycle(config, registry, self.pool, self.router, load_version)
                           if registry is not None else None)
 
     @property
     def default_version(self) -> ServedVersion | None:
         """The default model's stable, once loaded."""
-        routes = self.router.routes.get(self.model_name)
-        return self.pool.get(version_id(routes.name, routes.stable)) if routes is not None else None
+        return self.router.stable_of(self.model_name)
 
     @property
     def engine(self) -> EngineClient | None:
@@ -153,13 +153,14 @@ class ServerState:
 
     async def load(self, load_engine: EngineBuilder) -> None:
         """Load what the server serves off the event loop, so /health can answer 503 meanwhile: the versions
-        serve_models names, or else the one model `load_engine` builds."""
+        serve_models names, or else the one model `load_engine` builds; then lora_modules' adapters."""
         try:
             if self.lifecycle is not None:
                 await self.lifecycle.serve_at_start(self.config.versions.serve_models)
             else:
                 await self.pool.load(self.model_name, "", load_engine)
                 self.router.routes[self.model_name] = ModelRoutes(self.model_name, "")
+            await self.adapters.serve_at_start(self.config.adapters.lora_modules)
         except Exception as error:
             detail = error.body.error.message if isinstance(error, APIError) else f"{type(error).__name__}: {error}"
             if isinstance(error, ValueError):  # a setting the model refuses: one line, as the command line says it

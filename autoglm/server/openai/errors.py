@@ -18,7 +18,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute
 
 from autoglm.engine.errors import ContextLengthExceededError
-from autoglm.errors import MAX_QUOTED_CHARS, InvalidRequestError, quote_value
+from autoglm.errors import (
+    MAX_QUOTED_CHARS,
+    InvalidRequestError,
+    LoRAAdapterNotFoundError,
+    LoRACapacityError,
+    quote_value,
+)
 from autoglm.engine.async_engine import EngineDeadError, EngineStepError, QueueFullError, RequestTimeoutError
 from autoglm.server.openai.protocol import INVALID_TEXT, UNKNOWN_FIELD
 from autoglm.server.openai.unknown_routes import allowed_methods, route_error_message
@@ -81,8 +87,13 @@ def to_api_error(error: BaseException, request_id: str | None = None) -> APIErro
         return error
     if isinstance(error, ContextLengthExceededError):
         return APIError(HTTPStatus.BAD_REQUEST, str(error), param=error.param, code="context_length_exceeded")
+    if isinstance(error, LoRAAdapterNotFoundError):  # an adapter not loaded, or unloading
+        return APIError(HTTPStatus.NOT_FOUND, str(error), param=error.param or "model", code="model_not_found")
     if isinstance(error, InvalidRequestError):
         return APIError(HTTPStatus.BAD_REQUEST, str(error), param=error.param, code="invalid_value")
+    if isinstance(error, LoRACapacityError):
+        return APIError(HTTPStatus.SERVICE_UNAVAILABLE, str(error), code="lora_capacity_exceeded",
+                        headers={"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(error, QueueFullError):
         return APIError(HTTPStatus.TOO_MANY_REQUESTS, str(error), code="rate_limit_exceeded",
                         headers={"Retry-After": str(RETRY_AFTER_S)})

@@ -88,7 +88,8 @@ async def serve_generation(raw: Request, served: ServedVersion, tracker: Request
     """Answer one generation request; a failure before the first byte is raised as an APIError.
 
     The prompts come tokenized (on the tokenizer workers), so the engine thread never tokenizes. `served` is
-    the model version routed to (`served.version_id` is what the response names), already holding the request.
+    the model version routed to (`served.version_id` is what the response names), already holding the request;
+    an adapter's requests run with it on its base's engine.
 
     A stream starts once the first output is in, so an invalid or rejected request still gets a
     proper status code (the engine admits a batch of prompts together, so a refused one refuses
@@ -98,9 +99,13 @@ async def serve_generation(raw: Request, served: ServedVersion, tracker: Request
     alike, and the answer says which it was in its x-autoglm-cache header.
     """
     generate = partial(served.engine.generate, tracker.request_id, prompts, params,
-                       priority=scheduling_priority(raw, body.priority),
-                       arrival_time=tracker.arrival_time, observe=tracker.observe, tenant=_tenant_tag(raw))
-    outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
+                       priority=scheduling_priority(raw, body.priority), arrival_time=tracker.arrival_time,
+                       observe=tracker.observe, tenant=_tenant_tag(raw), lora_request=served.lora)
+    try:
+        await served.prepare()
+        outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
+    except Exception as error:
+        raise _refusal(error, tracker) from error
     headers = cache.headers if cache is not None else None
     try:
         if not body.stream:
@@ -113,10 +118,15 @@ async def serve_generation(raw: Request, served: ServedVersion, tracker: Request
         tracker.finish(CLIENT_CLOSED_REQUEST)
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     except Exception as error:
-        api_error = to_api_error(error, tracker.request_id)
-        tracker.finish(api_error.status, api_error.body.error.message)
-        raise api_error from error
+        raise _refusal(error, tracker) from error
     return EventStreamResponse(_events(first, outputs, builder, tracker, body.include_usage, params.n), headers)
+
+
+def _refusal(error: Exception, tracker: RequestTracker) -> APIError:
+    """The answer to a request that failed before its first byte, with the request ended on it."""
+    api_error = to_api_error(error, tracker.request_id)
+    tracker.finish(api_error.status, api_error.body.error.message)
+    return api_error
 
 
 def _tenant_tag(raw: Request) -> TenantTag | None:

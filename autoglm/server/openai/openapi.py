@@ -34,10 +34,10 @@ _ERROR_DESCRIPTIONS = {
     HTTPStatus.UNAUTHORIZED: "Keys are configured and the `Authorization: Bearer` (or `x-api-key`) key is missing, "
                              "unknown, revoked or expired",
     HTTPStatus.FORBIDDEN: "The key's role may not use this route, or its tenant may not use `model`",
-    HTTPStatus.NOT_FOUND: "The model, version, key or stored response named does not exist here, or the file or batch "
-                          "is not the key's tenant's",
-    HTTPStatus.CONFLICT: "The version is loading or draining, is the stable or the canary, too many versions are "
-                         "loaded, or there is nothing to roll back to; the batch has ended and cannot be cancelled",
+    HTTPStatus.NOT_FOUND: "The model, version, LoRA adapter, key or stored response named does not exist here, or "
+                          "the file or batch is not the key's tenant's",
+    HTTPStatus.CONFLICT: "The version or adapter is loading or draining, is the stable or the canary, too many "
+                         "versions are loaded, or there is nothing to roll back to; the batch has ended and cannot be cancelled",
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "The request body is larger than the server accepts, or the uploaded file "
                                          "than max_file_bytes, or storing the file or response would pass the "
                                          "tenant's tenant_storage_bytes",
@@ -45,8 +45,9 @@ _ERROR_DESCRIPTIONS = {
                                      "checksum; the served versions are unchanged",
     HTTPStatus.TOO_MANY_REQUESTS: "The waiting queue is full; retry after `Retry-After` seconds",
     HTTPStatus.INTERNAL_SERVER_ERROR: "A bug in the server, whose log holds the traceback; it goes on serving",
-    HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, its engine loop stopped, or "
-                                    "its stored responses cannot be reached",
+    HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, its engine loop stopped, "
+                                    "its stored responses cannot be reached, or every LoRA adapter loaded is busy "
+                                    "and max_cpu_loras leaves no room for another",
     HTTPStatus.NOT_IMPLEMENTED: "Files and batches on an application of several Ray replicas, which would each "
                                 "keep their own",
     HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
@@ -63,6 +64,9 @@ _STORED_CHANGE_ERRORS = (*_STORED_READ_ERRORS, HTTPStatus.FORBIDDEN)
 # A model admin operation on a version: its body, its key, the model or version, the version's state, its load.
 _VERSION_OPERATION_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT,
                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNPROCESSABLE_ENTITY)
+# Loading or unloading a LoRA adapter: its body and path, its key, the adapter, the engine's room for it.
+_LORA_OPERATION_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                          HTTPStatus.SERVICE_UNAVAILABLE)
 # The errors each route can answer with, besides the 500 of a server bug that any route may give. The /admin
 # routes exist only on a server with keys (tenants) or a registry (models).
 ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
@@ -89,6 +93,8 @@ ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {
     "/v1/batches": (*_STORED_CHANGE_ERRORS, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     "/v1/batches/{batch_id}": _STORED_READ_ERRORS,
     "/v1/batches/{batch_id}/cancel": (*_STORED_CHANGE_ERRORS, HTTPStatus.CONFLICT),
+    "/v1/load_lora_adapter": (*_LORA_OPERATION_ERRORS, HTTPStatus.CONFLICT),
+    "/v1/unload_lora_adapter": _LORA_OPERATION_ERRORS,
     "/admin/tenants": _KEYED,
     "/admin/usage": (HTTPStatus.UNAUTHORIZED,),
     "/admin/reload": (HTTPStatus.BAD_REQUEST, *_KEYED),
@@ -134,6 +140,10 @@ _SUCCESS_ANSWERS: dict[str, dict[str, Any]] = {
                         "`event: message_start`, `ping`, then per content block `content_block_start`, "
                         "`content_block_delta`s and `content_block_stop`, then `message_delta` and `message_stop`; "
                         "`event: error` with an error body on a failure")}}}},
+    "/v1/load_lora_adapter": {"description": "The adapter is served under `lora_name` (or already was)",
+                              "content": {"text/plain": {"schema": {"type": "string"}}}},
+    "/v1/unload_lora_adapter": {"description": "The adapter's last requests have ended and it is unloaded",
+                                "content": {"text/plain": {"schema": {"type": "string"}}}},
     "/v1/files/{file_id}/content": {"description": "The file's bytes: JSONL, one request or result a line",
                                     "content": {"application/jsonl": {"schema": {"type": "string",
                                                                                  "format": "binary"}}}},

@@ -15,7 +15,7 @@ OPENAI_APIS_NOT_SERVED = frozenset({
     "fine_tuning", "images", "moderations", "realtime", "threads", "uploads", "vector_stores",
 })
 SERVED_ROUTES = ("POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, "
-                 "GET /v1/models, /v1/files and /v1/batches")
+                 "GET /v1/models, /v1/files, /v1/batches, POST /v1/load_lora_adapter and /v1/unload_lora_adapter")
 
 
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:

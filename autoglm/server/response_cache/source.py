@@ -31,6 +31,7 @@ class AnswerSource:
     quantize_lm_head: bool
     kv_cache_dtype: str
     tensor_parallel_size: int  # the split changes the order of the sums
+    adapter_sha256: str | None = None  # a LoRA adapter's config and weights; None for the base model alone
 
     @functools.cached_property
     def digest(self) -> str:

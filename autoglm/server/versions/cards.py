@@ -3,21 +3,24 @@ from __future__ import annotations
 
 from typing import Literal
 
+from autoglm.server.lora.served_adapter import ServedAdapter
 from autoglm.server.versions.routing import ModelRouter
 from autoglm.server.versions.served_version import ServedVersion
-from autoglm.server.versions.version_ids import version_id
 from autoglm.server.openai.responses import ModelCard
 
 
 def model_cards(router: ModelRouter, created: int) -> list[ModelCard]:
     """A card per model (the served name, not the folder: where a model sits on disk is no client's business);
-    from a registry, then a card per loaded version, its parent the model."""
+    from a registry, then a card per loaded version, its parent the model. An adapter's card says what vLLM's
+    does: its folder as root, its base's name as parent."""
     cards = []
     for routes in router.routes.values():
-        stable = router.pool.get(version_id(routes.name, routes.stable))
+        stable = router.stable_of(routes.name)
         if stable is None:
             continue
-        cards.append(ModelCard(id=routes.name, created=created, root=stable.version_id,
+        root, parent = ((stable.lora.lora_path, stable.base.name) if isinstance(stable, ServedAdapter)
+                        else (stable.version_id, None))
+        cards.append(ModelCard(id=routes.name, created=created, root=root, parent=parent,
                                max_model_len=stable.engine.max_context_len, input_modalities=_modalities(stable)))
         if not routes.stable:  # one model, no versions
             continue

@@ -24,7 +24,7 @@ from autoglm.server.versions.auto_rollback import CanaryWatch, RollbackThreshold
 from autoglm.server.versions.canary import CanarySplit
 from autoglm.server.versions.pool import VersionPool, version_config
 from autoglm.server.versions.routing import ModelRouter, ModelRoutes
-from autoglm.server.versions.served_version import ServedVersion, version_id
+from autoglm.server.versions.served_version import ServedVersion, VersionState, version_id
 from autoglm.server.observability.tracking import RequestOutcome
 
 logger = logging.getLogger(__name__)
@@ -227,6 +227,9 @@ class ModelLifecycle:
             raise APIError(HTTPStatus.UNPROCESSABLE_ENTITY, f"refused to load {served_id}: {error}",
                            code="checksum_mismatch") from None
         try:
+            if version.base_sha256 is not None:
+                return await self.pool.load_adapter(version.name, version.version, self._pinned_base(version),
+                                                    version.path)
             return await self.pool.load(version.name, version.version, self._load_engine(version), version.sha256)
         except APIError:
             raise
@@ -234,6 +237,19 @@ class ModelLifecycle:
             logger.exception("loading %s failed", served_id)
             raise APIError(HTTPStatus.UNPROCESSABLE_ENTITY, f"loading {served_id} from {version.path} failed: "
                            f"{type(error).__name__}: {error}", code="model_load_failed") from None
+
+    def _pinned_base(self, adapter: ModelVersion) -> ServedVersion:
+        """The loaded model whose weights are the ones the adapter was registered on; refused (422) if none."""
+        models = [served for served in self.pool.held() if served.lora is None]
+        for served in models:
+            if served.state is VersionState.LOADED and served.answer_source.weights_sha256 == adapter.base_sha256:
+                return served
+        loaded = ", ".join(f"{served.version_id} ({served.answer_source.weights_sha256[:12]}...)"
+                           for served in models)
+        raise APIError(HTTPStatus.UNPROCESSABLE_ENTITY, f"refused to load {adapter.reference}: it is a LoRA adapter "
+                       f"pinned to the base model with weights SHA-256 {str(adapter.base_sha256)[:12]}..., and no "
+                       f"loaded model has those weights (loaded: {loaded or 'none'}); serve its base first",
+                       code="base_mismatch")
 
     @staticmethod
     async def _registry(operation: Callable[..., object], *args: object):

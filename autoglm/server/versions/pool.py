@@ -3,6 +3,7 @@ all stepping on the one device."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,6 +13,8 @@ from pathlib import Path
 from autoglm.config import EngineConfig, ServerConfig
 from autoglm.engine.client import EngineBuilder, open_client
 from autoglm.engine.stats import EngineStats
+from autoglm.lora_request import LoRARequest
+from autoglm.server.lora.served_adapter import ServedAdapter, adapter_answer_source
 from autoglm.server.openai.errors import APIError
 from autoglm.server.media.prompt_images import PromptImages
 from autoglm.server.observability.metrics import ServerMetrics
@@ -41,7 +44,8 @@ def version_config(config: ServerConfig, checkpoint: Path) -> EngineConfig:
 
 
 class VersionPool:
-    """At most `capacity` versions loaded, loading or draining at once; a draining one still holds its memory."""
+    """At most `capacity` versions loaded, loading or draining at once; a draining one still holds its memory.
+    LoRA adapters, which live in their base's engine, do not count."""
 
     def __init__(self, config: ServerConfig, metrics: ServerMetrics, capacity: int) -> None:
         self._config = config
@@ -52,6 +56,7 @@ class VersionPool:
         self._versions: dict[str, ServedVersion] = {}
         self._loading: set[str] = set()
         self._retiring: set[asyncio.Task[None]] = set()
+        self._lora_ids = itertools.count(1)  # the engines' ids of adapters, never reused
 
     def get(self, served_id: str) -> ServedVersion | None:
         """The version if it takes new requests."""
@@ -73,7 +78,8 @@ class VersionPool:
         return served.in_flight if served is not None else 0
 
     def stats(self) -> dict[str, EngineStats]:
-        return {served.version_id: served.engine.stats for served in self._versions.values()}
+        """Each engine's, under the version it serves (an adapter's requests are its base's engine's)."""
+        return {served.version_id: served.engine.stats for served in self._versions.values() if served.lora is None}
 
     async def load(self, name: str, version: str, load_engine: EngineBuilder,
                    registered_sha256: str | None = None) -> ServedVersion:
@@ -82,10 +88,8 @@ class VersionPool:
         served_id = version_id(name, version)
         if (loaded := self.get(served_id)) is not None:
             return loaded
-        if served_id in self._loading or served_id in self._versions:
-            raise APIError(HTTPStatus.CONFLICT, f"{served_id} is {self.state_of(served_id).value}; retry once it "
-                           "is done", code="version_busy")
-        held = [*self._loading, *self._versions]
+        self._check_not_busy(served_id)
+        held = [*self._loading, *(held_id for held_id, served in self._versions.items() if served.lora is None)]
         if len(held) >= self._capacity:
             raise APIError(HTTPStatus.CONFLICT, f"cannot load {served_id}: max_loaded_versions={self._capacity} "
                            f"are loaded, loading or draining ({', '.join(sorted(held))}); unload one first",
@@ -98,6 +102,42 @@ class VersionPool:
         self._versions[served_id] = served
         logger.info("%s loaded", served_id)
         return served
+
+    async def load_adapter(self, name: str, version: str, base: ServedVersion, folder: Path) -> ServedVersion:
+        """The adapter at `folder`, installed in `base`'s engine now if it is not loaded; the engine's
+        LoRAAdapterError if it does not fit the base, LoRACapacityError if no room can be made for it."""
+        served_id = version_id(name, version)
+        if (loaded := self.get(served_id)) is not None:
+            return loaded
+        if not base.engine.config.lora.enable_lora:
+            raise APIError(HTTPStatus.BAD_REQUEST, f"cannot serve the adapter {served_id}: {base.version_id} is "
+                           "served without LoRA; start the server with enable_lora to serve adapters",
+                           code="lora_not_enabled")
+        self._check_not_busy(served_id)
+        self._loading.add(served_id)
+        try:
+            lora = LoRARequest(served_id, next(self._lora_ids), str(folder))
+            await base.engine.add_lora(lora)
+            source = await asyncio.to_thread(adapter_answer_source, base.answer_source, folder)
+        finally:
+            self._loading.discard(served_id)
+        served = ServedAdapter(name, version, base, lora, source, self._metrics, self.on_outcome)
+        self._versions[served_id] = served
+        logger.info("%s loaded from %s into %s's engine", served_id, folder, base.version_id)
+        return served
+
+    async def unload(self, served_id: str) -> None:
+        """Take no new request for the version, wait for those it has, then unload it."""
+        served = self._versions.get(served_id)
+        if served is None or served.state is not VersionState.LOADED:
+            return
+        await served.retire()
+        del self._versions[served_id]
+
+    def _check_not_busy(self, served_id: str) -> None:
+        if served_id in self._loading or served_id in self._versions:
+            raise APIError(HTTPStatus.CONFLICT, f"{served_id} is {self.state_of(served_id).value}; retry once it "
+                           "is done", code="version_busy")
 
     async def _start(self, name: str, version: str, load_engine: EngineBuilder,
                      registered_sha256: str | None) -> ServedVersion:
@@ -143,4 +183,5 @@ class VersionPool:
         for task in list(self._retiring):
             task.cancel()
         for served in list(self._versions.values()):
-            await served.close()
+            if served.lora is None:  # an adapter goes with its base's engine
+                await served.close()

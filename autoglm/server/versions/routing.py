@@ -91,6 +91,11 @@ class ModelRouter:
                            "the server must be restarted", code="engine_not_running")
         return version
 
+    def stable_of(self, name: str) -> ServedVersion | None:
+        """The model's stable, once loaded and taking requests."""
+        routes = self.routes.get(name)
+        return self.pool.get(version_id(routes.name, routes.stable)) if routes is not None else None
+
     def default_for(self, may_use: ModelFilter) -> str | None:
         """The model of a request that names none: the default, else the first served model the key's tenant
         may use; None if it may use none."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from autoglm.engine.client import EngineClient
+from autoglm.lora_request import LoRARequest
 from autoglm.server.media.prompt_images import PromptImages
 from autoglm.server.observability.metrics import ServerMetrics
 from autoglm.server.versions.version_ids import version_id
@@ -34,8 +35,11 @@ class ServedVersion:
     text-only model.
 
     `version` is empty on a server without a registry, where the one model is known by its name alone;
-    `answer_source` (weights, files, numerics) tells apart deployments of one name all the same.
+    `answer_source` (weights, files, numerics) tells apart deployments of one name all the same. `lora` is the
+    adapter the version's requests run with: None for a model (see ``ServedAdapter`` for an adapter's).
     """
+
+    lora: LoRARequest | None = None
 
     def __init__(self, name: str, version: str, engine: EngineClient, tokenizers: TokenizerPool,
                  answer_source: AnswerSource, metrics: ServerMetrics,
@@ -73,6 +77,9 @@ class ServedVersion:
                                             outcome.completion_tokens, outcome.time_to_first_token_s)
         if self._on_outcome is not None:
             self._on_outcome(self, outcome)
+
+    async def prepare(self) -> None:
+        """Make ready what a request needs besides the engine itself (nothing, for a model)."""
 
     async def wait_until_idle(self, timeout_s: float | None = None) -> bool:
         """Wait until every request taken has ended; False if `timeout_s` passed first."""

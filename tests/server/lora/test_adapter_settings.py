@@ -1,0 +1,67 @@
+"""lora_modules and allowed_lora_path as settings, and where a runtime adapter may be loaded from."""
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from autoglm.config import AutoGLMConfig, ConfigError
+from autoglm.errors import LoRAAdapterNotFoundError, LoRACapacityError
+from autoglm.server.lora.adapter_paths import allowed_adapter_folder
+from autoglm.server.openai.errors import APIError, to_api_error
+
+
+@pytest.mark.parametrize("given", [
+    ["sql=/adapters/sql", "chat=/adapters/chat"],
+    "sql=/adapters/sql, chat=/adapters/chat",
+    {"sql": "/adapters/sql", "chat": "/adapters/chat"},
+    '{"sql": "/adapters/sql", "chat": "/adapters/chat"}',
+])
+def test_lora_modules_read_as_vllm_writes_them_or_as_a_mapping(given):
+    config = AutoGLMConfig(lora_modules=given).server_config()
+    assert config.adapters.lora_modules == {"sql": "/adapters/sql", "chat": "/adapters/chat"}
+
+
+@pytest.mark.parametrize("given, complaint", [
+    (["sql"], r"'sql' is not an adapter entry; expected NAME=PATH"),
+    (["=/adapters/sql"], r"needs a name and a folder"),
+    (["sql=/a", "sql=/b"], r"'sql' is given twice"),
+    ('{"sql": ', r"expected a JSON object"),
+    (7, r"expected NAME=PATH entries or a mapping"),
+])
+def test_a_bad_lora_modules_entry_is_named(given, complaint):
+    with pytest.raises(ConfigError, match=complaint):
+        AutoGLMConfig(lora_modules=given)
+
+
+def test_allowed_lora_path_must_be_a_folder(tmp_path):
+    with pytest.raises(ConfigError, match=r"is not a folder; give an existing folder POST /v1/load_lora_adapter"):
+        AutoGLMConfig(allowed_lora_path=str(tmp_path / "missing"))
+
+
+def test_runtime_loading_is_off_without_allowed_lora_path():
+    with pytest.raises(APIError) as refused:
+        allowed_adapter_folder("/adapters/sql", None)
+    assert refused.value.status == HTTPStatus.BAD_REQUEST
+    assert "set allowed_lora_path" in refused.value.body.error.message
+
+
+def test_adapter_paths_resolve_under_allowed_lora_path(tmp_path):
+    allowed = tmp_path / "adapters"
+    (allowed / "sql").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (allowed / "link").symlink_to(tmp_path / "elsewhere")
+    assert allowed_adapter_folder("sql", str(allowed)) == (allowed / "sql").resolve()
+    assert allowed_adapter_folder(str(allowed / "sql"), str(allowed)) == (allowed / "sql").resolve()
+    for outside in ("../elsewhere", str(tmp_path / "elsewhere"), "link", "/etc"):
+        with pytest.raises(APIError, match="outside allowed_lora_path") as refused:
+            allowed_adapter_folder(outside, str(allowed))
+        assert refused.value.body.error.code == "lora_path_not_allowed"
+
+
+def test_engine_adapter_errors_answer_as_the_api_says():
+    missing = to_api_error(LoRAAdapterNotFoundError("no adapter 'sql' is loaded"))
+    assert (missing.status, missing.body.error.code, missing.body.error.param) == (
+        HTTPStatus.NOT_FOUND, "model_not_found", "model")
+    full = to_api_error(LoRACapacityError("max_cpu_loras=2 adapters are loaded and all are busy"))
+    assert full.status == HTTPStatus.SERVICE_UNAVAILABLE and full.headers == {"Retry-After": "1"}
