@@ -49,6 +49,21 @@ class InvalidRequestError(ValueError):
         self.param = param
 
 
+class LoRAAdapterError(InvalidRequestError):
+    """A LoRA adapter that cannot be served: its files are bad, or it does not fit the base model or the
+    engine's LoRA settings. The message names the adapter, what is wrong and what is allowed (server: 400)."""
+
+
+class LoRAAdapterNotFoundError(LoRAAdapterError):
+    """An adapter that is not there: its folder or files are missing, or no loaded adapter has the name (or it is
+    being unloaded). The server answers 404."""
+
+
+class LoRACapacityError(RuntimeError):
+    """``max_cpu_loras`` adapters are loaded and every one has requests in flight, so none can make room for
+    another; retry later (server: 503)."""
+
+
 def quote_value(value: object) -> str:
     """`value` as an error message quotes it: its repr, cut after its first MAX_QUOTED_CHARS characters
     (then ``...``). Every message that echoes a caller's input goes through here."""

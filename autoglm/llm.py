@@ -13,6 +13,7 @@ from autoglm.config import AutoGLMConfig
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.errors import InvalidRequestError
+from autoglm.lora_request import LoRARequest
 from autoglm.outputs import RequestOutput
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 
@@ -25,6 +26,18 @@ def _as_prompt_list(prompts: Prompt | SequenceABC[Prompt]) -> list[Prompt]:
     if prompts and all(isinstance(t, int) for t in prompts):
         return [prompts]
     return prompts
+
+
+def _per_prompt_adapters(lora_request: LoRARequest | SequenceABC[LoRARequest | None] | None,
+                         num_prompts: int) -> list[LoRARequest | None]:
+    """One adapter (or None) per prompt, from one for all or a list of one per prompt."""
+    if lora_request is None or isinstance(lora_request, LoRARequest):
+        return [lora_request] * num_prompts
+    adapters = list(lora_request)
+    if len(adapters) != num_prompts:
+        raise InvalidRequestError(f"got {len(adapters)} LoRA requests for {num_prompts} prompts; give one, or one "
+                                  "per prompt (None for the base model)")
+    return adapters
 
 
 class LLM:
@@ -68,8 +81,12 @@ class LLM:
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
         use_tqdm: bool | Callable[..., tqdm] = True,
         priority: SequenceABC[int] | None = None,
+        lora_request: LoRARequest | SequenceABC[LoRARequest | None] | None = None,
     ) -> list[RequestOutput]:
         """Generate for every prompt; outputs come back in input order.
+
+        ``lora_request`` names the LoRA adapter every prompt runs with, or one per prompt (None: the base
+        model); an adapter not loaded yet is loaded first (the engine needs ``enable_lora``).
 
         ``use_tqdm`` shows a bar of requests finished, or is what makes the bar, given its ``total``
         (``functools.partial(tqdm, desc=...)``): a caller names what its requests do.
@@ -88,12 +105,15 @@ class LLM:
             raise InvalidRequestError(
                 f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt"
             )
+        adapters = _per_prompt_adapters(lora_request, len(prompt_list))
+        for adapter in dict.fromkeys(adapter for adapter in adapters if adapter is not None):
+            self.engine.add_lora(adapter)
         request_ids = []
         try:
-            for prompt, params, prio in zip(prompt_list, params_list, priorities):
+            for prompt, params, prio, adapter in zip(prompt_list, params_list, priorities, adapters):
                 request_id = str(next(self._request_counter))
                 final_only = replace(params, output_kind=RequestOutputKind.FINAL_ONLY)
-                self.engine.add_request(request_id, prompt, final_only, priority=prio)
+                self.engine.add_request(request_id, prompt, final_only, priority=prio, lora_request=adapter)
                 request_ids.append(request_id)
             return self._run(request_ids, use_tqdm)
         finally:

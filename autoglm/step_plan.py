@@ -12,10 +12,15 @@ the device by the runner, so the next plan need not wait for the previous step's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from autoglm.lora_request import LoRARequest
 from autoglm.multimodal import ImageInput
+
+if TYPE_CHECKING:  # the models import this module
+    from autoglm.models.lora.adapter import LoRAAdapter
 
 ALL_TOKENS_ALLOWED = -1  # a token bitmask's int32 word with all 32 bits set
 
@@ -70,6 +75,16 @@ class ImageRows:
     num_rows: int
 
 
+@dataclass(frozen=True)
+class AdapterLoad:
+    """A LoRA adapter the runner puts in slot ``slot`` before the step's forward, in place of what it held.
+    ``adapter`` is the copy the engine read; a tensor-parallel worker gets None and reads ``request``'s folder."""
+
+    slot: int
+    request: LoRARequest
+    adapter: LoRAAdapter | None = None
+
+
 @dataclass
 class StepPlan:
     """Everything the runner needs for one forward pass and the sampling after it."""
@@ -101,6 +116,10 @@ class StepPlan:
     # Keys of encoded images the runner drops once this step's rows are gathered: no unfinished sequence has
     # their placeholders left to compute after this step.
     drop_images: list[bytes] = field(default_factory=list)
+    # LoRA steps only (left empty when LoRA is off): each row's adapter slot (-1: the base model alone), and the
+    # adapters to install first.
+    lora_slots: list[int] = field(default_factory=list)
+    lora_loads: list[AdapterLoad] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):
@@ -109,6 +128,9 @@ class StepPlan:
         if len(self.deferred_positions) != len(self.deferred_sources):
             raise ValueError(f"deferred_positions ({len(self.deferred_positions)}) and deferred_sources "
                              f"({len(self.deferred_sources)}) must pair up")
+        if self.lora_slots and len(self.lora_slots) != len(self.query_lens):
+            raise ValueError(f"lora_slots has {len(self.lora_slots)} entries for {len(self.query_lens)} rows; give "
+                             "one per row, or none when LoRA is off")
         if self.token_bitmask is not None and self.token_bitmask.shape[0] != len(self.sampling):
             raise ValueError(f"token_bitmask has {self.token_bitmask.shape[0]} rows but there are "
                              f"{len(self.sampling)} sampled rows; give one row per sampled row")
@@ -126,6 +148,10 @@ class StepPlan:
                 break
             count += 1
         return count
+
+    def token_lora_slots(self) -> list[int]:
+        """Each token's adapter slot (its row's), or none when LoRA is off."""
+        return [slot for slot, query_len in zip(self.lora_slots, self.query_lens) for _ in range(query_len)]
 
     def cu_seqlens_q(self) -> list[int]:
         """Each row's first token in the flattened batch, then the total."""

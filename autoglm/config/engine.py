@@ -90,6 +90,20 @@ class ParallelConfig:
 
 
 @dataclass(frozen=True)
+class LoRAConfig:
+    """Whether requests may name LoRA adapters, and how many the engine keeps in each form."""
+
+    enable_lora: bool = False
+    max_loras: int = 1  # adapters in the batch's format at once: a step runs rows of at most this many
+    max_lora_rank: int = 16  # the rank every adapter's matrices are padded to; a higher one is refused
+    max_cpu_loras: int | None = None  # adapters kept loaded in memory; None: max_loras
+
+    @property
+    def max_loaded(self) -> int:
+        return self.max_loras if self.max_cpu_loras is None else self.max_cpu_loras
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """Every setting an engine reads, grouped; access paths read like ``config.cache.block_size``."""
 
@@ -99,6 +113,7 @@ class EngineConfig:
     scheduler: SchedulerConfig
     parallel: ParallelConfig
     speculative: SpeculativeConfig | None  # None: speculative decoding is off
+    lora: LoRAConfig = LoRAConfig()
 
     def for_model(self, checkpoint: str) -> EngineConfig:
         """These settings for another checkpoint, read with its own tokenizer (a server's other versions)."""

@@ -20,6 +20,7 @@ from autoglm.config.engine import (
     CacheConfig,
     DeviceConfig,
     EngineConfig,
+    LoRAConfig,
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
@@ -378,6 +379,33 @@ class AutoGLMConfig(BaseModel):
     )
     quantize_lm_head: bool = Field(
         False, description="Quantize the LM head too (embeddings never are).", json_schema_extra=_MODEL
+    )
+    enable_lora: bool = Field(
+        False,
+        description="Let requests name LoRA adapters of this model (LLM.generate's lora_request, a server's adapters).",
+        json_schema_extra=_MODEL,
+    )
+    max_loras: int = Field(
+        1, ge=1,
+        description=(
+            "LoRA adapters ready in the batch's format at once: a step runs rows of at most this many distinct "
+            "adapters, and requests for others wait their turn."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    max_lora_rank: int = Field(
+        16, ge=1, le=64,
+        description="Highest LoRA rank an adapter may have (up to 64); every adapter is computed at this rank.",
+        json_schema_extra=_MODEL,
+    )
+    # Declared after max_loras: its validator reads that already-validated value.
+    max_cpu_loras: int | None = Field(
+        None, ge=1,
+        description=(
+            "LoRA adapters kept loaded in memory; loading one more unloads the least recently used idle one. "
+            "Unset: max_loras."
+        ),
+        json_schema_extra=_MODEL,
     )
     # Declared after tensor_parallel_size: its validator reads that already-validated value.
     speculative_config: SpeculativeConfig | None = Field(
@@ -931,6 +959,7 @@ class AutoGLMConfig(BaseModel):
             scheduler=_part(SchedulerConfig, self),
             parallel=_part(ParallelConfig, self),
             speculative=self.speculative_config,
+            lora=_part(LoRAConfig, self),
         )
 
     def server_config(self) -> ServerConfig:
@@ -1074,6 +1103,15 @@ class AutoGLMConfig(BaseModel):
         if most < fewest:
             raise ValueError(f"must be at least ray_min_replicas ({fewest})")
         return most
+
+    @field_validator("max_cpu_loras")
+    @classmethod
+    def _loaded_loras_cover_the_batch(cls, value: int | None, info: ValidationInfo) -> int | None:
+        max_loras = info.data.get("max_loras")
+        if value is not None and max_loras is not None and value < max_loras:
+            raise ValueError(f"must be at least max_loras ({max_loras}): every adapter of a step is loaded, "
+                             f"got {value}")
+        return value
 
     @field_validator("speculative_config", mode="before")
     @classmethod

@@ -30,6 +30,8 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
 from autoglm.errors import InvalidRequestError
 from autoglm.host_allocator import release_free_memory
+from autoglm.lora_request import LoRARequest
+from autoglm.models.lora import LoRAAdapter
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -67,11 +69,31 @@ class _AddRequests:
     priority: int
     tenant: TenantTag | None
     stream: RequestStream
+    lora_request: LoRARequest | None = None
 
 
 @dataclass
 class _AbortRequests:
     engine_request_ids: list[str]
+
+
+@dataclass
+class _InstallLoRA:
+    """Load an adapter read off the event loop, between steps; ``done`` is called with None or the error."""
+
+    adapter: LoRAAdapter
+    done: Callable[[BaseException | None], None]
+
+
+@dataclass
+class _RemoveLoRA:
+    """Unload an adapter once drained; ``done`` is called with None once it is unloaded, or with the error."""
+
+    lora_name: str
+    done: Callable[[BaseException | None], None]
+
+
+_Command = _AddRequests | _AbortRequests | _InstallLoRA | _RemoveLoRA
 
 
 class AsyncEngine:
@@ -84,7 +106,7 @@ class AsyncEngine:
         # Replaced by the engine thread after every step; read from anywhere (one attribute store).
         self.stats: EngineStats = engine.get_stats()
         self.heartbeat = EngineHeartbeat()  # whether the thread is stuck in a step (see /health)
-        self._commands: deque[_AddRequests | _AbortRequests] = deque()
+        self._commands: deque[_Command] = deque()
         self._wakeup = threading.Condition()
         self._stopping = False
         self._dead = False  # set under the _wakeup lock once the thread takes no more commands
@@ -97,6 +119,8 @@ class AsyncEngine:
         self._idle = asyncio.Event()
         self._idle.set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The loaded adapters, replaced by the engine thread after each load or unload (one attribute store).
+        self._loras: list[LoRARequest] = engine.list_loras()
         self._thread = threading.Thread(target=self._run, name="autoglm-engine", daemon=True)
 
     # ---- event loop side --------------------------------------------------------------
@@ -174,7 +198,8 @@ class AsyncEngine:
 
     async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
                        arrival_time: float | None = None, observe: DeltaObserver | None = None,
-                       tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]:
+                       tenant: TenantTag | None = None,
+                       lora_request: LoRARequest | None = None) -> AsyncIterator[IndexedOutput]:
         """Each prompt's outputs in ``params.output_kind``, tagged with the prompt's index, until every
         prompt has finished: under DELTA what it produced since the last one (one step's worth, or
         several merged if the caller was slow to ask), under CUMULATIVE everything so far. The prompts
@@ -182,7 +207,7 @@ class AsyncEngine:
         together so that none runs if one is refused.
 
         `observe` sees every step's output as it arrives, before any merging. `tenant` is whom the
-        request is served for (see LLMEngine.add_request).
+        request is served for, `lora_request` the loaded adapter it runs with (see LLMEngine.add_request).
 
         Bad input raises InvalidRequestError and a full queue QueueFullError, both at the first iteration.
         Leaving the iteration early (the client went away, the task was cancelled) or running past
@@ -197,7 +222,7 @@ class AsyncEngine:
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed
         try:
-            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, tenant, stream))
+            self._send(_AddRequests(engine_ids, prompts, params, arrival, priority, tenant, stream, lora_request))
             while running:
                 for index, output in await self._next_outputs(stream, deadline):
                     if output.finished:
@@ -210,6 +235,50 @@ class AsyncEngine:
             if running:
                 self._send(_AbortRequests([engine_ids[index] for index in sorted(running)]))
 
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        """Load an adapter so that requests may name it: its files are read and checked on a worker thread, and
+        it is installed between steps. The same name and folder again is a no-op; past max_cpu_loras the least
+        recently used idle adapter is unloaded, or LoRACapacityError raised if every one is busy."""
+        if any(loaded == lora_request for loaded in self.list_loras()):
+            return
+        adapter = await asyncio.to_thread(self.engine.read_lora, lora_request)
+        await self._run_on_engine_thread(lambda done: _InstallLoRA(adapter, done))
+
+    async def remove_lora(self, lora_name: str) -> None:
+        """Unload an adapter: new requests naming it are refused at once (LoRAAdapterNotFoundError), those
+        running finish, then it is unloaded and this returns. An unknown name raises LoRAAdapterNotFoundError."""
+        await self._run_on_engine_thread(lambda done: _RemoveLoRA(lora_name, done))
+
+    def list_loras(self) -> list[LoRARequest]:
+        """The loaded adapters requests may name (not those being unloaded)."""
+        return self._loras
+
+    async def _run_on_engine_thread(self, command: Callable[[Callable[[BaseException | None], None]], _Command]) -> None:
+        """Send the command ``command`` makes with a callback that ends this wait, and wait for that call."""
+        loop = asyncio.get_running_loop()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if finished.done():
+                return
+            if error is None:
+                finished.set_result(None)
+            else:
+                finished.set_exception(error)
+
+        def done(error: BaseException | None) -> None:  # on the engine thread
+            try:
+                loop.call_soon_threadsafe(settle, error)
+            except RuntimeError:  # the event loop is closed: nobody waits
+                pass
+
+        with self._wakeup:
+            if self._dead:
+                raise EngineDeadError("the engine loop is not running")
+            self._commands.append(command(done))
+            self._wakeup.notify()
+        await finished
+
     async def _next_outputs(self, stream: RequestStream, deadline: float) -> list[IndexedOutput]:
         try:
             return await asyncio.wait_for(stream.take(), deadline - asyncio.get_running_loop().time())
@@ -218,7 +287,7 @@ class AsyncEngine:
                 f"the request did not finish within request_timeout_s={self.request_timeout_s:g} seconds"
             ) from None
 
-    def _send(self, command: _AddRequests | _AbortRequests) -> None:
+    def _send(self, command: _Command) -> None:
         with self._wakeup:
             if not self._dead:
                 self._commands.append(command)
@@ -242,7 +311,7 @@ class AsyncEngine:
         finally:
             self._fail_everything()
 
-    def _wait_for_work(self) -> list[_AddRequests | _AbortRequests] | None:
+    def _wait_for_work(self) -> list[_Command] | None:
         """The commands sent since the last call, sleeping while there is nothing to do; None to stop.
 
         Before it sleeps, the memory the steps freed goes back to the system (see host_allocator),
@@ -278,7 +347,10 @@ class AsyncEngine:
             self._broken = error
             self._wakeup.notify()
 
-    def _apply(self, command: _AddRequests | _AbortRequests) -> None:
+    def _apply(self, command: _Command) -> None:
+        if isinstance(command, (_InstallLoRA, _RemoveLoRA)):
+            self._apply_lora(command)
+            return
         if isinstance(command, _AbortRequests):
             for request_id in command.engine_request_ids:
                 if self._streams.pop(request_id, None) is not None:
@@ -291,6 +363,18 @@ class AsyncEngine:
         else:
             self._deliver([(command.stream, error)])
 
+    def _apply_lora(self, command: _InstallLoRA | _RemoveLoRA) -> None:
+        """Load or unload an adapter between steps; an unload's callback waits for its requests to end."""
+        try:
+            if isinstance(command, _InstallLoRA):
+                self.engine.install_lora(command.adapter)
+                command.done(None)
+            else:
+                self.engine.remove_lora(command.lora_name, lambda: command.done(None))
+        except Exception as error:
+            command.done(error)
+        self._loras = self.engine.list_loras()
+
     def _admit(self, command: _AddRequests) -> BaseException | None:
         """Hand every prompt to the engine; if one is refused, take back those already added and
         return the error. The queue limit counts requests already waiting, so a batch fits when any room is left."""
@@ -302,7 +386,8 @@ class AsyncEngine:
         try:
             for request_id, prompt in zip(command.engine_request_ids, command.prompts, strict=True):
                 self.engine.add_request(request_id, prompt, command.params, arrival_time=command.arrival_time,
-                                        priority=command.priority, tenant=command.tenant)
+                                        priority=command.priority, tenant=command.tenant,
+                                        lora_request=command.lora_request)
                 added.append(request_id)
         except Exception as error:
             for request_id in added:
@@ -357,7 +442,10 @@ class AsyncEngine:
         with self._wakeup:
             self._dead = True
             pending = [c.stream for c in self._commands if isinstance(c, _AddRequests)]
+            waiting_on_adapters = [c.done for c in self._commands if isinstance(c, (_InstallLoRA, _RemoveLoRA))]
             self._commands.clear()
+        for done in waiting_on_adapters:
+            done(EngineDeadError("the engine loop stopped before the adapter was loaded or unloaded"))
         message = "the engine loop stopped before the request finished"
         self._deliver([(stream, EngineDeadError(message)) for stream in [*self._open_streams(), *pending]])
         self._streams.clear()

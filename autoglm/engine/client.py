@@ -26,6 +26,7 @@ from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
 from autoglm.engine.tensor_parallel.worker_group import group_in_use
 from autoglm.engine.tokenize import Prompt
+from autoglm.lora_request import LoRARequest
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -73,7 +74,17 @@ class EngineClient(Protocol):
 
     def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
                  arrival_time: float | None = None, observe: DeltaObserver | None = None,
-                 tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]: ...
+                 tenant: TenantTag | None = None,
+                 lora_request: LoRARequest | None = None) -> AsyncIterator[IndexedOutput]: ...
+
+    # LoRA adapters (LoRAAdapterError without enable_lora): load (files read off the event loop, installed between
+    # steps; the same name and folder again is a no-op; LoRACapacityError when max_cpu_loras are all busy), unload
+    # (drains: new requests refused at once, running ones finish, then it returns), and those loaded.
+    async def add_lora(self, lora_request: LoRARequest) -> None: ...
+
+    async def remove_lora(self, lora_name: str) -> None: ...
+
+    def list_loras(self) -> list[LoRARequest]: ...
 
     def compile_grammar(self, constraint: StructuredOutputsParams) -> None: ...  # blocks: run it on a worker thread
 

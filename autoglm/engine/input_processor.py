@@ -15,7 +15,10 @@ from autoglm.engine.errors import ContextLengthExceededError
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.sched.block_manager import BlockManager
 from autoglm.engine.tokenize import Prompt, PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
-from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.engine.lora.loaded import LoadedAdapters
+from autoglm.errors import InvalidRequestError, LoRAAdapterError, quote_value
+from autoglm.lora_request import LoRARequest
+from autoglm.models.lora import LoRAAdapter
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.multimodal import MultiModalPrompt
 from autoglm.sampling_params import SamplingParams
@@ -29,14 +32,16 @@ class CheckedRequest:
     token_ids: list[int]
     max_tokens: int  # new tokens it may generate, max_tokens or what the context leaves
     vision: PromptVision | None = None  # the prompt's images; None: text alone
+    adapter: LoRAAdapter | None = None  # the LoRA adapter it runs with; None: the base model
 
 
 class InputProcessor:
     """The model's limits a request must fit: its vocabulary, its context, the KV cache, the priority bound,
-    and the images it takes (``image_spec``; None: none)."""
+    the images it takes (``image_spec``; None: none) and the LoRA adapters loaded (``adapters``; None: LoRA off)."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, vocab_size: int, max_context_len: int,
-                 block_manager: BlockManager, max_abs_priority: int, image_spec: ImageInputSpec | None = None) -> None:
+                 block_manager: BlockManager, max_abs_priority: int, image_spec: ImageInputSpec | None = None,
+                 adapters: LoadedAdapters | None = None) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_context_len = max_context_len
@@ -44,6 +49,7 @@ class InputProcessor:
         self._block_manager = block_manager
         self._max_abs_priority = max_abs_priority
         self._image_spec = image_spec
+        self._adapters = adapters
 
     def check_params(self, params: SamplingParams) -> None:
         """The token ids the parameters name are in the vocabulary; the error names the parameter first."""
@@ -62,11 +68,24 @@ class InputProcessor:
         """Refuse text longer than any context could hold before it is tokenized, which would only show that."""
         self.prompt_char_limit.check(text)
 
+    def check_adapter(self, lora_request: LoRARequest | None) -> LoRAAdapter | None:
+        """The loaded adapter a request names (None for the base model); LoRAAdapterNotFoundError if it is not
+        loaded or is being unloaded, LoRAAdapterError if this engine serves no adapters."""
+        if lora_request is None:
+            return None
+        if not isinstance(lora_request, LoRARequest):
+            raise InvalidRequestError(f"lora_request must be a LoRARequest or None, got {quote_value(lora_request)}")
+        if self._adapters is None:
+            raise LoRAAdapterError(f"LoRA adapter {quote_value(lora_request.lora_name)} cannot be served: this engine "
+                                   "was started without enable_lora", param="model")
+        return self._adapters.lookup(lora_request)
+
     def process(self, request_id: str, prompt: Prompt, params: SamplingParams, priority: int,
-                open_requests: Container[str]) -> CheckedRequest:
+                open_requests: Container[str], lora_request: LoRARequest | None = None) -> CheckedRequest:
         """``prompt`` tokenized (text in the caller's thread) and the request checked whole; bad input raises
         InvalidRequestError naming what is wrong and what is allowed. ``open_requests``: the ids in use."""
         self.check_request_id(request_id, open_requests)
+        adapter = self.check_adapter(lora_request)
         self._check_priority(priority)
         text, token_ids, multi_modal = self._tokenize(prompt)
         vision = PromptVision.build(token_ids, multi_modal, self._image_spec)
@@ -78,7 +97,7 @@ class InputProcessor:
                 f"request needs {blocks} KV blocks ({len(token_ids)} prompt + {max_tokens} new tokens) but the "
                 f"cache holds only {self._block_manager.num_blocks}; lower max_tokens or raise kv_cache_memory"
             )
-        return CheckedRequest(text, token_ids, max_tokens, vision)
+        return CheckedRequest(text, token_ids, max_tokens, vision, adapter)
 
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int], MultiModalPrompt | None]:
         """The prompt's text (None if it came as bare ids), its checked token ids and its images; text is

@@ -25,6 +25,8 @@ from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor
 from autoglm.engine.kernel_switch import KernelSwitch
+from autoglm.engine.lora.loaded import LoadedAdapters
+from autoglm.engine.lora.slot_table import SlotTable
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.output_processor import take_output
 from autoglm.engine.request_state import CompletionState, RequestState
@@ -43,9 +45,12 @@ from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_images import EncodedImages
 from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import SampledToken, StepResult, step_result
+from autoglm.errors import LoRAAdapterError, quote_value
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use, wait_for_cpu_kernels
+from autoglm.lora_request import LoRARequest
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.models.linear_method import CpuKernelLinearMethod, measure_row_limits
+from autoglm.models.lora import LoRAAdapter, read_adapter
 from autoglm.outputs import RequestMetrics, RequestOutput
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
@@ -78,9 +83,14 @@ class LLMEngine:
             enable_prefix_caching=config.cache.enable_prefix_caching,
             reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
         )
+        lora = config.lora
+        # The adapters loaded in memory, and which of them the model's slots hold; None without enable_lora.
+        self.adapters = LoadedAdapters(lora.max_loaded) if lora.enable_lora else None
+        self.adapter_slots = SlotTable(lora.max_loras) if lora.enable_lora else None
+        self._request_adapters: dict[str, str] = {}  # request id -> the name of the adapter it runs with
         self.inputs = InputProcessor(self.tokenizer, self.model_config.vocab_size, self.max_context_len,
                                      self.block_manager, config.scheduler.max_abs_priority,
-                                     ImageInputSpec.of(self.model_config))
+                                     ImageInputSpec.of(self.model_config), self.adapters)
         self.encoded_images = EncodedImages()  # the images the runner holds encoded
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
@@ -89,6 +99,7 @@ class LLMEngine:
             self.block_manager, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
             config.scheduler.enable_chunked_prefill, self.fair_share, config.scheduler.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
+            max_loras=lora.max_loras if lora.enable_lora else None,
         )
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
@@ -178,15 +189,17 @@ class LLMEngine:
         self.grammars.compile(constraint)
 
     def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
-                    arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None) -> None:
+                    arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None,
+                    lora_request: LoRARequest | None = None) -> None:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed
         (see :mod:`autoglm.engine.input_processor`).
 
         ``tenant`` is whom it is served for: its share of the engine among tenants, and the prefix
-        cache it sees (None: the one implicit tenant, with the unsalted cache).
+        cache it sees (None: the one implicit tenant, with the unsalted cache). ``lora_request`` names a
+        loaded LoRA adapter to run it with (see :meth:`add_lora`); None: the base model.
         """
         params = params or SamplingParams()
-        checked = self.inputs.process(request_id, prompt, params, priority, self.requests)
+        checked = self.inputs.process(request_id, prompt, params, priority, self.requests, lora_request)
         token_ids, max_tokens = checked.token_ids, checked.max_tokens
         arrival = time.time() if arrival_time is None else arrival_time
         cache_salt = b"" if tenant is None else salt_bytes(tenant.salt)
@@ -196,7 +209,7 @@ class LLMEngine:
                 request_id=request_id, index=index, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
                 params=params, max_tokens=max_tokens, arrival_time=arrival, priority=priority, tenant=tenant,
                 cache_salt=cache_salt, seed=self._sequence_seed(params, index), parent=seqs[0] if seqs else None,
-                constraint=self._new_constraint(params), vision=checked.vision,
+                constraint=self._new_constraint(params), vision=checked.vision, adapter=checked.adapter,
             ))
         state = RequestState(
             request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=params,
@@ -210,11 +223,60 @@ class LLMEngine:
             prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
         )
         self.requests[request_id] = state
+        if checked.adapter is not None:
+            self.adapters.acquire(lora_request)
+            self._request_adapters[request_id] = lora_request.lora_name
         if needs_synchronous_steps(params):
             self._synchronous_requests.add(request_id)
         self.scheduler.add(seqs[0])
         self.prompt_tokens_total += len(token_ids)
         self._idle_at_masks_done = None
+
+    # ---- LoRA adapters ---------------------------------------------------------------
+    def read_lora(self, lora_request: LoRARequest) -> LoRAAdapter:
+        """``lora_request``'s adapter read from its folder and checked against the model, not loaded yet: the
+        slow part of :meth:`add_lora`, safe to run on another thread than the engine's."""
+        self._require_lora(lora_request.lora_name)
+        lora = self.config.lora
+        return read_adapter(lora_request, self.runner.model.lora.targets, lora.max_lora_rank)
+
+    def install_lora(self, adapter: LoRAAdapter) -> None:
+        """Load an adapter :meth:`read_lora` read, between steps (see :class:`LoadedAdapters` for the limit)."""
+        self._require_lora(adapter.name)
+        self.adapters.add(adapter)
+
+    def add_lora(self, lora_request: LoRARequest) -> None:
+        """Load ``lora_request``'s adapter so that requests may name it; the same name and folder again is a
+        no-op. Past max_cpu_loras the least recently used idle adapter is unloaded, or LoRACapacityError raised."""
+        self._require_lora(lora_request.lora_name)
+        if self.adapters.holds(lora_request):
+            self.adapters.add(self.adapters.lookup(lora_request))  # used now
+            return
+        self.install_lora(self.read_lora(lora_request))
+
+    def remove_lora(self, lora_name: str, on_unloaded: Callable[[], None] | None = None) -> None:
+        """Unload adapter ``lora_name`` once its requests have finished, refusing new ones from now on; then
+        ``on_unloaded`` is called (at once if it has none running). LoRAAdapterNotFoundError for an unknown name."""
+        self._require_lora(lora_name)
+        lora_int_id = next((request.lora_int_id for request in self.adapters.requests()
+                            if request.lora_name == lora_name), None)
+
+        def unloaded() -> None:
+            if lora_int_id is not None:
+                self.scheduler.adapter_turns.forget(lora_int_id)
+            if on_unloaded is not None:
+                on_unloaded()
+
+        self.adapters.remove(lora_name, unloaded)
+
+    def list_loras(self) -> list[LoRARequest]:
+        """The loaded adapters requests may name (not those being unloaded); none without enable_lora."""
+        return [] if self.adapters is None else self.adapters.requests()
+
+    def _require_lora(self, lora_name: str) -> None:
+        if self.adapters is None:
+            raise LoRAAdapterError(f"LoRA adapter {quote_value(lora_name)} cannot be loaded: this engine was "
+                                   "started without enable_lora")
 
     def _new_constraint(self, params: SamplingParams) -> SequenceConstraint | None:
         """What limits one of the request's sequences: a fresh grammar state (the grammar compiled now, a cache
@@ -248,6 +310,8 @@ class LLMEngine:
         """Drop a finished or aborted request."""
         del self.requests[request_id]
         self._synchronous_requests.discard(request_id)
+        if (adapter_name := self._request_adapters.pop(request_id, None)) is not None:
+            self.adapters.release(adapter_name)
 
     def has_unfinished_requests(self) -> bool:
         """Whether a step has work, or outputs to hand out that a failed step held over."""
@@ -402,6 +466,9 @@ class LLMEngine:
         planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.cache.block_size, self.eos_token_ids,
                                   proposals, previous.planned if previous else None)
         planned.plan.use_cpu_kernels = self.kernel_switch.in_use
+        if self.adapter_slots is not None:
+            planned.plan.lora_slots, planned.plan.lora_loads = self.adapter_slots.assign(
+                [seq.adapter for seq in planned.seqs])
         self.encoded_images.plan(planned, self._unfinished_seqs())
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
 

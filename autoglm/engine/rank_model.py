@@ -26,6 +26,7 @@ from autoglm.models.linear_method import (
     row_limit_for,
     with_int_weights,
 )
+from autoglm.models.lora import enable_lora
 from autoglm.models.parameter_count import count_active_parameters, count_parameters
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
@@ -78,6 +79,8 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
                 model_path, device, str(dtype).removeprefix("torch."), model_config.num_hidden_layers, layers,
                 "the same" if lm_head == layers else lm_head)
     model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
+    if config.lora.enable_lora:
+        enable_lora(model, config.lora.max_loras, config.lora.max_lora_rank, dtype, device)
     if device.type == "cpu" and hasattr(model, "enable_native_decode"):
         model.enable_native_decode(config.device.cpu_decode_step_max_rows)
     total, active = count_parameters(model), count_active_parameters(model)

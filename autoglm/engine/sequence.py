@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.structured_output import SequenceConstraint
 from autoglm.errors import InvalidRequestError, quote_value
+from autoglm.models.lora import LoRAAdapter
 from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()
@@ -80,6 +81,7 @@ class Sequence:
     parent: Sequence | None = field(default=None, repr=False)  # n > 1: the completion that read the prompt
     constraint: SequenceConstraint | None = field(default=None, repr=False)  # what limits its tokens; None: free
     vision: PromptVision | None = field(default=None, repr=False)  # its prompt's images; None: text alone
+    adapter: LoRAAdapter | None = field(default=None, repr=False)  # the LoRA adapter it runs with; None: the base
     queued_step: int | None = None  # scheduler step at which the request was first queued
     # token_ids ends with PENDING_TOKEN, standing for the token a launched step sampled but the engine has
     # not read yet (async scheduling); the next plan defers that input to the device.
@@ -90,6 +92,15 @@ class Sequence:
     def __post_init__(self) -> None:
         scores_prompt = self.params.prompt_logprobs is not None and self.parent is None
         self.needs_prompt_logprobs = scores_prompt and self.num_prompt_tokens > 1
+
+    @property
+    def adapter_digest(self) -> bytes:
+        """Its adapter's content identity, which its block hashes mix in; empty for the base model."""
+        return b"" if self.adapter is None else self.adapter.digest
+
+    @property
+    def lora_int_id(self) -> int | None:
+        return None if self.adapter is None else self.adapter.request.lora_int_id
 
     @property
     def num_tokens(self) -> int:

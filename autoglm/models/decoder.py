@@ -19,6 +19,7 @@ from torch import nn
 from autoglm.models.expert_method import ExpertMethod
 from autoglm.models.layers import GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear_method import LinearMethodBase, LinearMethods
+from autoglm.models.lora import LoRASlots
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.native_decode import NativeDecodeStep
 from autoglm.models.parallel_vocab import lm_head, vocab_embedding
@@ -116,6 +117,7 @@ class DecoderForCausalLM(nn.Module):
         tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
         self.lm_head = lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
         self.native_decode: NativeDecodeStep | None = None  # see enable_native_decode
+        self.lora: LoRASlots | None = None  # adapter slots, where LoRA is enabled (see models.lora.enable_lora)
 
     def enable_native_decode(self, max_rows: int) -> None:
         """Let decode steps of up to ``max_rows`` sequences run as one native call where the kernels allow; never
@@ -130,7 +132,9 @@ class DecoderForCausalLM(nn.Module):
                 "input_ids and positions must both be 1-D [num_tokens] tensors of the same length, got "
                 f"{tuple(input_ids.shape)} and {tuple(positions.shape)}"
             )
-        hidden = self.native_decode(input_ids, positions) if self.native_decode is not None else None
+        adapters = self.lora is not None and self.lora.step.has_adapters  # the native step knows no adapters
+        native = self.native_decode if not adapters else None
+        hidden = native(input_ids, positions) if native is not None else None
         return hidden if hidden is not None else self.model(input_ids, positions)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,8 @@ class Linear(nn.Module):
         sizes = tuple(output_sizes) or (out_features,)
         if sum(sizes) != out_features:
             raise ValueError(f"output_sizes {sizes} sum to {sum(sizes)}, not out_features {out_features}")
+        self.in_features = in_features  # this rank's, as the output sizes are
+        self.out_features = out_features
         self.linear_method = linear_method
         linear_method.create_weights(self, in_features, sizes, torch.get_default_dtype())
         self.bias = stacked_rows_parameter(sizes) if bias else None

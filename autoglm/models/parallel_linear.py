@@ -22,7 +22,8 @@ class ColumnParallelLinear(MergedLinear):
     def __init__(self, in_features: int, parts: dict[str, Shard], bias: bool,
                  linear_method: LinearMethodBase) -> None:
         super().__init__(in_features, {name: shard.size for name, shard in parts.items()}, bias, linear_method)
-        shard_parameters(self, OutputSharding(tuple(parts.values())))
+        self.output_shards = tuple(parts.values())  # what a LoRA adapter's B is cut by, as the weight is
+        shard_parameters(self, OutputSharding(self.output_shards))
 
 
 class RowParallelLinear(Linear):
@@ -37,6 +38,7 @@ class RowParallelLinear(Linear):
         super().__init__(inputs.size, out_features, bias, linear_method)
         shard_parameters(self, InputSharding(inputs.count, inputs.index))
         self.input_shards = inputs.count  # what a method needs to know of a scale that spans the whole row
+        self.input_shard = inputs  # what a LoRA adapter's A is cut by, as the weight is
         self.adds_bias = inputs.index == 0
         self.reduce_output = reduce_output
 

@@ -12,6 +12,7 @@ from autoglm.attention import Attention, AttentionBackend, ForwardContext, selec
 from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear import Linear
+from autoglm.models.lora import NO_SLOT, LoRASlots, read_adapter
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.encoder_cache import EncoderCache
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
@@ -49,6 +50,8 @@ class ModelRunner:
                                           device) if padded_decode else None
         # A vision-language model's encoded images, kept between the steps that read them.
         self.encoder_cache = EncoderCache(model.encode_images, device) if hasattr(model, "encode_images") else None
+        # A model with LoRA slots (see models.lora.enable_lora): the plan says which adapter each row runs with.
+        self.lora: LoRASlots | None = getattr(model, "lora", None)
         self.sampler = Sampler()
         self.profiler: NullProfiler | StepProfiler = NO_PROFILER
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
@@ -79,8 +82,13 @@ class ModelRunner:
         deferred tokens, and their copy to the host is under way when this returns. On CUDA nothing here
         waits for the device unless the plan scores prompt positions."""
         profiler = self.profiler
-        padded = self.padded_decode if self.padded_decode and self.padded_decode.serves(plan) else None
+        adapters = any(slot != NO_SLOT for slot in plan.lora_slots)
+        # Decode graphs were captured without adapters: a step with adapter rows runs eagerly.
+        serves = self.padded_decode and self.padded_decode.serves(plan) and not adapters
+        padded = self.padded_decode if serves else None
         with profiler.phase(PREPARE):
+            if self.lora is not None:
+                self._prepare_adapters(plan)
             if padded:
                 input_ids, positions, metadata = padded.prepare(plan)
             else:
@@ -120,6 +128,14 @@ class ModelRunner:
             sampled = self.sampler(logits[num_scored:], batch)
             self._last_sampled = sampled.token_ids
             return PendingStepOutput.copy_to_host(output, sampled)
+
+    def _prepare_adapters(self, plan: StepPlan) -> None:
+        """Install the plan's new adapters in their slots and group the step's tokens by slot. A worker reads an
+        adapter from its folder: the engine's copy stays in the engine's process."""
+        lora = self.lora
+        for load in plan.lora_loads:
+            lora.install(load.slot, load.adapter or read_adapter(load.request, lora.targets, lora.max_rank))
+        lora.step.set(plan.token_lora_slots(), self.device)
 
     def _fill_deferred(self, plan: StepPlan, input_ids: torch.Tensor) -> None:
         """Fill the plan's placeholder tokens in ``input_ids`` (on the device) from the previous step's samples."""

@@ -8,7 +8,8 @@ pool needs room. Only full blocks are ever hashed.
 A block's hash mixes in the manager's ``cache_salt`` and its sequence's own (a tenant's, see
 :func:`salt_bytes`): sequences see each other's cached prefixes only under the same salt. A block
 that holds image placeholders also mixes in those images' content hashes and offsets: the same
-image hits, another image of the same size (the same placeholder tokens) misses.
+image hits, another image of the same size (the same placeholder tokens) misses. A sequence that runs with a
+LoRA adapter mixes in the adapter's content digest: no block is shared between adapters, or with the base model.
 """
 from __future__ import annotations
 
@@ -19,13 +20,17 @@ from collections import OrderedDict
 from autoglm.engine.sequence import Sequence
 
 
-def hash_block(parent_hash: bytes, token_ids: list[int], salt: bytes, images: bytes = b"") -> bytes:
-    """A full block's identity: its parent's hash (so the whole prefix), its tokens, the salt, and the
-    digest of the images whose placeholders it holds (empty for text)."""
+def hash_block(parent_hash: bytes, token_ids: list[int], salt: bytes, images: bytes = b"",
+               adapter: bytes = b"") -> bytes:
+    """A full block's identity: its parent's hash (so the whole prefix), its tokens, the salt, the
+    digest of the images whose placeholders it holds (empty for text), and that of the LoRA adapter
+    that computed it (empty for the base model)."""
     digest = hashlib.blake2b(parent_hash, digest_size=16)
     digest.update(salt)
     digest.update(array("q", token_ids).tobytes())
     digest.update(images)
+    if adapter:
+        digest.update(b"\0lora" + adapter)
     return digest.digest()
 
 
@@ -93,7 +98,7 @@ class BlockManager:
             parent = seq.block_hashes[-1] if seq.block_hashes else b""
             tokens = seq.token_ids[index * size : (index + 1) * size]
             images = b"" if seq.vision is None else seq.vision.block_digest(index * size, (index + 1) * size)
-            seq.block_hashes.append(hash_block(parent, tokens, salt, images))
+            seq.block_hashes.append(hash_block(parent, tokens, salt, images, seq.adapter_digest))
 
     def find_cached_prefix(self, seq: Sequence) -> list[int]:
         """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute.

@@ -27,6 +27,7 @@ import bisect
 from collections import Counter
 from collections.abc import Callable
 
+from autoglm.engine.sched.adapter_turns import AdapterTurns
 from autoglm.engine.sched.batch import ScheduledBatch
 from autoglm.engine.sched.block_manager import BlockManager
 from autoglm.engine.sched.fair_share import FairSharePolicy, tenant_id
@@ -46,9 +47,11 @@ class Scheduler:
         policy: SchedulerPolicy | None = None,
         max_num_seqs_per_tenant: int | None = None,
         lookahead: Callable[[Sequence], int] | None = None,
+        max_loras: int | None = None,
     ) -> None:
         """``lookahead`` gives the proposed tokens a decoding sequence may verify in a step (speculative
-        decoding); it gets slots for them only when they fit without preempting anyone."""
+        decoding); it gets slots for them only when they fit without preempting anyone. ``max_loras`` caps the
+        distinct LoRA adapters of a step (see :mod:`autoglm.engine.sched.adapter_turns`); None: LoRA is off."""
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -56,6 +59,8 @@ class Scheduler:
         self.policy = policy or FairSharePolicy(PriorityPolicy())
         self.max_num_seqs_per_tenant = max_num_seqs_per_tenant
         self.lookahead = lookahead
+        self.adapter_turns = AdapterTurns(max_loras) if max_loras is not None else None
+        self._allowed_adapters: set[int] | None = None  # this step's, None: every adapter
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.num_steps = 0
@@ -94,6 +99,8 @@ class Scheduler:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
         self.num_steps += 1
         batch = ScheduledBatch()
+        self._allowed_adapters = None if self.adapter_turns is None else self.adapter_turns.allowed(
+            seq for seq in [*self.running, *self.waiting] if not self._passed_over(seq))
         for seq in self.policy.budget_order(self.running, self.num_steps):
             budget = self.max_num_batched_tokens - batch.num_tokens
             if budget <= 0:  # an image's whole run may have taken more than the budget
@@ -102,7 +109,7 @@ class Scheduler:
                 continue
             if seq.pending_token_is_last:  # async scheduling: the step in flight ends it
                 continue
-            if self._passed_over(seq):
+            if self._passed_over(seq) or self._adapter_waits(seq):
                 continue  # its blocks kept
             start = seq.num_computed_tokens
             num_new = _chunk_length(seq, start, min(seq.num_tokens - start, budget))
@@ -113,6 +120,8 @@ class Scheduler:
                 batch.add(seq, num_new)
         if not batch.preempted:
             self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
+        if self.adapter_turns is not None:
+            self.adapter_turns.ran(batch.seqs, self.num_steps)
         self.policy.step_scheduled(batch)
         return batch
 
@@ -145,6 +154,11 @@ class Scheduler:
         or the mask of its next token is still being computed."""
         isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
         return isolated_out or (seq.constraint is not None and not seq.constraint.mask_ready)
+
+    def _adapter_waits(self, seq: Sequence) -> bool:
+        """Whether `seq`'s LoRA adapter sits this step out: other adapters take the step's slots."""
+        allowed = self._allowed_adapters
+        return allowed is not None and seq.lora_int_id is not None and seq.lora_int_id not in allowed
 
     def _admits(self, seq: Sequence) -> bool:
         """Whether a waiting sequence may be admitted now; the one request run alone always may."""
@@ -184,7 +198,8 @@ class Scheduler:
         index = 0
         while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[index]
-            if self._passed_over(seq) or self._at_tenant_cap(seq, running_per_tenant) or not self._admits(seq):
+            if (self._passed_over(seq) or self._adapter_waits(seq) or self._at_tenant_cap(seq, running_per_tenant)
+                    or not self._admits(seq)):
                 index += 1
                 continue
             cached = self.block_manager.find_cached_prefix(seq)

@@ -1,0 +1,71 @@
+"""A projection's base linear method plus the adapters of the step's rows, computed on the fly, never merged.
+
+Each wrapped layer holds a slot table (Punica's layout): ``lora_a`` ``[slots, parts * R, in]`` and ``lora_b``
+``[slots, out, R]``, every adapter zero-padded to the rank ``R`` (max_lora_rank), its scale folded into B, and each
+stacked part's (q, k, v; gate, up) A rows in its own block of ``R`` and its B in the part's output rows. A step's
+rows are grouped by slot, and each slot present adds ``(x A^T) B^T`` to its rows in two batched products: no loop
+over rows, no merged weights, and the base product is the base method's own, quantized or not.
+
+Under tensor parallelism A is cut like the weight's input columns (row-parallel layers) and B like its output rows
+(column-parallel layers): a row-parallel layer's partial deltas are summed by the layer's own all-reduce.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from autoglm.models.linear_method.base import LinearMethodBase, NativeLinear
+from autoglm.models.lora.step_rows import LoRAStepRows
+
+
+class LoRALinearMethod(LinearMethodBase):
+    """Wraps the base method of a layer whose rows may run with adapters; shared by every wrapped layer."""
+
+    def __init__(self, base: LinearMethodBase, step: LoRAStepRows) -> None:
+        self.base = base
+        self.step = step
+
+    def create_weights(self, layer: nn.Module, input_size: int, output_sizes: Sequence[int],
+                       params_dtype: torch.dtype) -> None:
+        self.base.create_weights(layer, input_size, output_sizes, params_dtype)
+
+    def process_weights_after_loading(self, layer: nn.Module) -> None:
+        self.base.process_weights_after_loading(layer)
+
+    def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.base.apply(layer, x, bias)
+        if not self.step.groups:
+            return out
+        flat_x, flat_out = x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1])
+        for group in self.step.groups:
+            if group.rows is None:
+                flat_out += _delta(layer, group.slot, flat_x)
+            else:
+                flat_out.index_add_(0, group.rows, _delta(layer, group.slot, flat_x.index_select(0, group.rows)))
+        return out
+
+    def path(self, layer: nn.Module, x: torch.Tensor) -> str:
+        return self.base.path(layer, x)
+
+    def describe(self, dtype: torch.dtype) -> str:
+        return self.base.describe(dtype)
+
+    def decode_weight_dtype(self, compute_dtype: torch.dtype) -> torch.dtype:
+        return self.base.decode_weight_dtype(compute_dtype)
+
+    def native_linear(self, layer: nn.Module) -> NativeLinear | None:
+        """The base weight's: the model runs a step with adapter rows layer by layer, never natively."""
+        return self.base.native_linear(layer)
+
+
+def _delta(layer: nn.Module, slot: int, x: torch.Tensor) -> torch.Tensor:
+    """``x``'s adapter delta ``[rows, out]`` from slot ``slot``: one shrink over every part, one expand per part."""
+    shrunk = x @ layer.lora_a[slot].T  # [rows, parts * R]
+    b = layer.lora_b[slot]  # [out, R]
+    if len(layer.lora_parts) == 1:
+        return shrunk @ b.T
+    rank = b.shape[1]
+    return torch.cat([shrunk[:, index * rank:(index + 1) * rank] @ b[start:start + size].T
+                      for index, (start, size) in enumerate(layer.lora_parts)], dim=1)
