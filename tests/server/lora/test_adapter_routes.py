@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.lora.adapters import make_adapter
+from tests.lora.adapters import ADAPTER_SPECS, make_adapter, make_adapter_for_other_base
 from tests.server.tenants_files import TenantsFixture, bearer, serve_tenants
-from tests.tiny_models import make_tiny_checkpoint
 
+SPEC = ADAPTER_SPECS["everything"]  # rank 16 on attention and MLP, rsLoRA
 BASE = "base"
 
 
@@ -19,9 +19,8 @@ def adapters(chat_model, tmp_path_factory) -> Path:
     """The allowed folder: adapters alpha and beta of the base, and `narrow`, made for a model of other sizes."""
     folder = tmp_path_factory.mktemp("allowed-adapters")
     for seed, name in enumerate(("alpha", "beta"), start=1):
-        make_adapter(chat_model, folder / name, seed)
-    narrow_base = make_tiny_checkpoint("llama", folder.parent / "narrow-base", hidden_size=32, head_dim=8)
-    make_adapter(narrow_base, folder / "narrow", 3)
+        make_adapter(chat_model, folder / name, SPEC, seed)
+    make_adapter_for_other_base(folder / "narrow", SPEC, hidden_size=32)
     return folder
 
 
@@ -83,7 +82,7 @@ def test_an_admin_loads_an_adapter_that_then_serves_by_name_until_unloaded(serve
     ({"lora_name": "alpha", "lora_path": "beta"}, 400, "lora_name_taken", "already the name of the adapter at"),
     ({"lora_name": BASE, "lora_path": "beta"}, 400, "lora_name_taken", "already the name of a model"),
     ({"lora_name": "a@1", "lora_path": "beta"}, 400, "invalid_value", "may not be empty or hold '@'"),
-    ({"lora_name": "gamma", "lora_path": "../narrow-base"}, 400, "lora_path_not_allowed", "outside allowed_lora_path"),
+    ({"lora_name": "gamma", "lora_path": ".."}, 400, "lora_path_not_allowed", "outside allowed_lora_path"),
     ({"lora_name": "gamma", "lora_path": "/etc"}, 400, "lora_path_not_allowed", "outside allowed_lora_path"),
     ({"lora_name": "gamma", "lora_path": "missing"}, 404, "lora_adapter_not_found", "gamma"),
     ({"lora_name": "gamma", "lora_path": "narrow"}, 400, "invalid_lora_adapter", "gamma"),

@@ -6,26 +6,31 @@ import httpx
 import pytest
 
 from tests.server.live_server import start_server
-from tests.server.lora.adapters import make_adapter
+from tests.lora.adapters import ADAPTER_SPECS, make_adapter
 
+SPEC = ADAPTER_SPECS["everything"]  # rank 16 on attention and MLP, rsLoRA
 BASE = "base"
 ADAPTERS = ("alpha", "beta")
+RETRAINED = ("delta-v1", "delta-v2")  # two trainings of one adapter, served in turn under one name
 MESSAGES = [{"role": "user", "content": "Hello world"}]
 
 
 @pytest.fixture(scope="module")
 def served(chat_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("adapters")
-    modules = {name: str(make_adapter(chat_model, folder / name, seed)) for seed, name in enumerate(ADAPTERS, 1)}
-    running = start_server(chat_model, served_model_name=BASE, enable_lora=True, max_loras=2, lora_modules=modules,
-                           response_cache="memory")
+    modules = {name: str(make_adapter(chat_model, folder / name, SPEC, seed)) for seed, name in enumerate(ADAPTERS, 1)}
+    for seed, retrained in enumerate(RETRAINED, start=3):
+        make_adapter(chat_model, folder / retrained, SPEC, seed)
+    running = start_server(chat_model, served_model_name=BASE, enable_lora=True, max_loras=2, max_cpu_loras=3,
+                           lora_modules=modules, allowed_lora_path=str(folder), response_cache="memory")
     yield running
     running.stop()
 
 
 def _cached_chat(url: str, model: str) -> tuple[str, str]:
     response = httpx.post(url + "/v1/chat/completions", timeout=60, json={
-        "model": model, "messages": MESSAGES, "max_tokens": 6, "temperature": 0})
+        "model": model, "messages": [{"role": "user", "content": "To be, or not to be"}], "max_tokens": 6,
+        "temperature": 0})
     response.raise_for_status()
     return response.json()["choices"][0]["message"]["content"], response.headers["x-autoglm-cache"]
 
@@ -63,3 +68,15 @@ def test_the_response_cache_never_gives_one_models_answer_for_another(served):
     assert len({text for text, _ in first.values()}) == 3
     for model, (text, _) in first.items():
         assert _cached_chat(served.url, model) == (text, "hit")
+
+
+def test_an_adapter_loaded_again_with_other_weights_under_its_name_misses_the_cache(served):
+    texts = []
+    for folder in RETRAINED:
+        load = httpx.post(served.url + "/v1/load_lora_adapter", json={"lora_name": "delta", "lora_path": folder})
+        assert load.status_code == 200
+        text, outcome = _cached_chat(served.url, "delta")
+        assert outcome == "miss"
+        texts.append(text)
+        assert httpx.post(served.url + "/v1/unload_lora_adapter", json={"lora_name": "delta"}).status_code == 200
+    assert texts[0] != texts[1]

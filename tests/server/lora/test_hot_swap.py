@@ -9,8 +9,9 @@ import httpx
 import pytest
 
 from tests.server.live_server import start_server, wait_until
-from tests.server.lora.adapters import make_adapter
+from tests.lora.adapters import ADAPTER_SPECS, make_adapter
 
+SPEC = ADAPTER_SPECS["everything"]  # rank 16 on attention and MLP, rsLoRA
 BASE = "base"
 STREAMS = 50
 MAX_TOKENS = 24
@@ -20,7 +21,7 @@ MAX_TOKENS = 24
 def served(chat_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("hot-adapters")
     for seed, name in enumerate(("alpha", "beta", "gamma"), start=1):
-        make_adapter(chat_model, folder / name, seed)
+        make_adapter(chat_model, folder / name, SPEC, seed)
     running = start_server(chat_model, served_model_name=BASE, enable_lora=True, max_loras=2, max_cpu_loras=3,
                            allowed_lora_path=str(folder), lora_modules={"alpha": str(folder / "alpha"),
                                                                         "beta": str(folder / "beta")})

@@ -7,9 +7,10 @@ import pytest
 
 from autoglm.registry import DirectoryRegistry, RegistryError, base_checksum
 from tests.server.live_server import start_server
-from tests.server.lora.adapters import make_adapter
+from tests.lora.adapters import ADAPTER_SPECS, make_adapter
 from tests.server.model_versions import MODEL, PROMPT, complete, make_registry
 
+SPEC = ADAPTER_SPECS["everything"]  # rank 16 on attention and MLP, rsLoRA
 ADAPTER = "sql"
 
 
@@ -20,7 +21,7 @@ def registry(tmp_path_factory) -> DirectoryRegistry:
     registry = DirectoryRegistry(make_registry(folder))
     bases = {version: registry.version(MODEL, version) for version in ("1", "2")}
     for seed, base in ((1, "1"), (2, "1"), (3, "2")):
-        adapter = make_adapter(bases[base].path, folder / f"adapter-{seed}", seed)
+        adapter = make_adapter(bases[base].path, folder / f"adapter-{seed}", SPEC, seed)
         registry.register(ADAPTER, adapter, base_sha256=base_checksum(registry, f"{MODEL}@{base}"))
     return registry
 
