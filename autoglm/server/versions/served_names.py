@@ -23,7 +23,10 @@ def served_model_name(config: ServerConfig) -> str:
 
 
 def served_model_names(config: ServerConfig) -> tuple[str, ...]:
-    """Every model name the server serves from the start: each registry model serve_models names, else the one."""
+    """Every model name the server serves from the start: each registry model serve_models names, else the one;
+    then lora_modules' adapters."""
     if config.versions.serve_models:
-        return tuple(dict.fromkeys(model_name_of(reference) for reference in config.versions.serve_models))
-    return (served_model_name(config),)
+        models = tuple(dict.fromkeys(model_name_of(reference) for reference in config.versions.serve_models))
+    else:
+        models = (served_model_name(config),)
+    return (*models, *config.adapters.lora_modules)

@@ -9,6 +9,7 @@ from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.errors import LoRAAdapterNotFoundError, LoRACapacityError
 from autoglm.server.lora.adapter_paths import allowed_adapter_folder
 from autoglm.server.openai.errors import APIError, to_api_error
+from autoglm.server.versions.served_names import served_model_names
 
 
 @pytest.mark.parametrize("given", [
@@ -65,3 +66,8 @@ def test_engine_adapter_errors_answer_as_the_api_says():
         HTTPStatus.NOT_FOUND, "model_not_found", "model")
     full = to_api_error(LoRACapacityError("max_cpu_loras=2 adapters are loaded and all are busy"))
     assert full.status == HTTPStatus.SERVICE_UNAVAILABLE and full.headers == {"Retry-After": "1"}
+
+
+def test_lora_modules_count_as_served_models_for_the_tenants_file_warning():
+    config = AutoGLMConfig(served_model_name="base", lora_modules={"sql": "/adapters/sql"}).server_config()
+    assert served_model_names(config) == ("base", "sql")
