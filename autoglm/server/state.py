@@ -125,7 +125,7 @@ class ServerState:
         requests are stuck, whatever else answers."""
         limit = self.config.http.engine_stall_timeout_s
         stalled = [(served.version_id, seconds) for served in self.pool.held()
-                   if (seconds := served.engine.heartbeat.stalled_for()) > limit]
+                   if served.lora is None and (seconds := served.engine.heartbeat.stalled_for()) > limit]
         if stalled:
             names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in stalled)
             raise APIError(HTTPStatus.SERVICE_UNAVAILABLE, f"the engine of {names} has work but has ended no step "

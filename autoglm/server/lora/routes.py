@@ -35,6 +35,7 @@ async def load_lora_adapter(body: LoadLoRAAdapterRequest, raw: Request, state: S
     busy)."""
     check_model_admin(raw)
     state.check_ready()
+    state.adapters.check_enabled()
     folder = allowed_adapter_folder(body.lora_path, state.config.adapters.allowed_lora_path)
     try:
         added = await state.adapters.load(body.lora_name, folder)

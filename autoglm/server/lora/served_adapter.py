@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.errors import LoRAAdapterNotFoundError
 from autoglm.lora_request import LoRARequest
 from autoglm.registry.checkpoint import adapter_sha256
 from autoglm.server.observability.metrics import ServerMetrics
+from autoglm.server.openai.errors import APIError
 from autoglm.server.response_cache.source import AnswerSource
 from autoglm.server.versions.served_version import OutcomeListener, ServedVersion, VersionState
 
@@ -19,6 +21,13 @@ logger = logging.getLogger(__name__)
 def adapter_answer_source(base: AnswerSource, folder: Path) -> AnswerSource:
     """The base's answer source with the adapter's files in it (hashes the files: run it off the event loop)."""
     return replace(base, adapter_sha256=adapter_sha256(folder))
+
+
+def require_lora(base: ServedVersion) -> None:
+    """Refuse (400) to serve adapters on a model whose engine runs without LoRA."""
+    if not base.engine.config.lora.enable_lora:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"{base.version_id} is served without LoRA adapters; start the "
+                       "server with enable_lora to serve them", code="lora_not_enabled")
 
 
 class ServedAdapter(ServedVersion):

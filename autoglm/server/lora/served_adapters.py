@@ -9,6 +9,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.errors import quote_value
+from autoglm.server.lora.served_adapter import require_lora
 from autoglm.server.openai.errors import APIError
 from autoglm.server.versions.pool import VersionPool
 from autoglm.server.versions.routing import ModelRouter, ModelRoutes
@@ -30,6 +31,10 @@ class ServedAdapters:
         """Load lora_modules' adapters (trusted like the model: from wherever they are)."""
         for name, path in modules.items():
             await self.load(name, Path(path).expanduser().resolve())
+
+    def check_enabled(self) -> None:
+        """Refuse (400) adapters on a server whose default model runs without LoRA."""
+        require_lora(self._base())
 
     async def load(self, name: str, folder: Path) -> bool:
         """Serve the adapter in `folder` as `name`; False if it already is (the same name and folder)."""

@@ -71,7 +71,8 @@ class ModelLifecycle:
                 routes.pinned.add(version.version)
 
     def all_routes(self) -> list[ModelRoutes]:
-        return list(self._router.routes.values())
+        """The registry's served models (adapters loaded by name, which have no versions, are not among them)."""
+        return [routes for routes in self._router.routes.values() if routes.stable]
 
     def routes(self, name: str) -> ModelRoutes:
         routes = self._router.routes.get(name)

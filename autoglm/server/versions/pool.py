@@ -14,7 +14,7 @@ from autoglm.config import EngineConfig, ServerConfig
 from autoglm.engine.client import EngineBuilder, open_client
 from autoglm.engine.stats import EngineStats
 from autoglm.lora_request import LoRARequest
-from autoglm.server.lora.served_adapter import ServedAdapter, adapter_answer_source
+from autoglm.server.lora.served_adapter import ServedAdapter, adapter_answer_source, require_lora
 from autoglm.server.openai.errors import APIError
 from autoglm.server.media.prompt_images import PromptImages
 from autoglm.server.observability.metrics import ServerMetrics
@@ -109,10 +109,7 @@ class VersionPool:
         served_id = version_id(name, version)
         if (loaded := self.get(served_id)) is not None:
             return loaded
-        if not base.engine.config.lora.enable_lora:
-            raise APIError(HTTPStatus.BAD_REQUEST, f"cannot serve the adapter {served_id}: {base.version_id} is "
-                           "served without LoRA; start the server with enable_lora to serve adapters",
-                           code="lora_not_enabled")
+        require_lora(base)
         self._check_not_busy(served_id)
         self._loading.add(served_id)
         try:

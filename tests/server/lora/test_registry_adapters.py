@@ -29,7 +29,8 @@ def registry(tmp_path_factory) -> DirectoryRegistry:
 @pytest.fixture(scope="module")
 def served(registry):
     running = start_server(registry.version(MODEL, "1").path, serve_models=(MODEL, ADAPTER),
-                           registry_dir=str(registry.root), enable_lora=True, max_cpu_loras=4)
+                           registry_dir=str(registry.root), enable_lora=True, max_cpu_loras=4,
+                           lora_modules={"notes": str(registry.version(ADAPTER, "1").path)})
     yield running
     running.stop()
 
@@ -78,3 +79,9 @@ def test_an_adapter_pinned_to_other_base_weights_is_refused_and_nothing_changes(
     assert complete(served.url, model=ADAPTER)["model"] == f"{ADAPTER}@1"
     assert httpx.post(served.url + "/v1/completions", json={"model": f"{ADAPTER}@3", "prompt": PROMPT},
                       timeout=10).status_code == 404
+
+
+def test_an_adapter_loaded_by_name_serves_beside_the_registry_and_stays_out_of_its_models(served):
+    assert complete(served.url, model="notes")["model"] == "notes"
+    reported = httpx.get(served.url + "/admin/models", timeout=10).json()["models"]
+    assert {entry["name"] for entry in reported} == {MODEL, ADAPTER}
