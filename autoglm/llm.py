@@ -86,7 +86,8 @@ class LLM:
         """Generate for every prompt; outputs come back in input order.
 
         ``lora_request`` names the LoRA adapter every prompt runs with, or one per prompt (None: the base
-        model); an adapter not loaded yet is loaded first (the engine needs ``enable_lora``).
+        model); an adapter not loaded yet is loaded first (the engine needs ``enable_lora``, and ``max_cpu_loras``
+        at least the distinct adapters of the call, else LoRACapacityError).
 
         ``use_tqdm`` shows a bar of requests finished, or is what makes the bar, given its ``total``
         (``functools.partial(tqdm, desc=...)``): a caller names what its requests do.
@@ -106,11 +107,11 @@ class LLM:
                 f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt"
             )
         adapters = _per_prompt_adapters(lora_request, len(prompt_list))
-        for adapter in dict.fromkeys(adapter for adapter in adapters if adapter is not None):
-            self.engine.add_lora(adapter)
         request_ids = []
         try:
             for prompt, params, prio, adapter in zip(prompt_list, params_list, priorities, adapters):
+                if adapter is not None:  # loaded as its first request comes, so none of those before is unloaded
+                    self.engine.add_lora(adapter)
                 request_id = str(next(self._request_counter))
                 final_only = replace(params, output_kind=RequestOutputKind.FINAL_ONLY)
                 self.engine.add_request(request_id, prompt, final_only, priority=prio, lora_request=adapter)

@@ -12,15 +12,12 @@ the device by the runner, so the next plan need not wait for the previous step's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
+from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
 from autoglm.multimodal import ImageInput
-
-if TYPE_CHECKING:  # the models import this module
-    from autoglm.models.lora.adapter import LoRAAdapter
 
 ALL_TOKENS_ALLOWED = -1  # a token bitmask's int32 word with all 32 bits set
 

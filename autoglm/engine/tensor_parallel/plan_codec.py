@@ -3,7 +3,8 @@
 A fixed-size header says what follows and how long it is; the payload then holds every field of
 the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
 sampling settings column by column (floats as the bits of float64, so they come back exactly), and
-the token bitmask, if any.
+the token bitmask, if any, and the rows' LoRA slots and the adapters to install (by name, id and folder: a
+worker reads an adapter's files itself).
 No Python object is pickled: a worker reads numbers it knows how to place.
 """
 from __future__ import annotations
@@ -13,7 +14,8 @@ from enum import IntEnum
 
 import torch
 
-from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+from autoglm.lora_request import LoRARequest
+from autoglm.step_plan import AdapterLoad, PromptScoring, RowSampling, StepPlan
 
 _UINT64 = 2**64
 
@@ -137,6 +139,12 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     out.ints([0 if bitmask is None else bitmask.shape[1]])
     if bitmask is not None:
         out.tensor(bitmask)
+    out.ints([len(plan.lora_slots)])
+    out.ints(plan.lora_slots)
+    loads = plan.lora_loads
+    out.ints([len(loads)])
+    out.ints([value for load in loads for value in (load.slot, load.request.lora_int_id)])
+    out.ragged([list(text.encode()) for load in loads for text in (load.request.lora_name, load.request.lora_path)])
     payload = out.payload()
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
                     int(plan.use_cpu_kernels))
@@ -187,8 +195,16 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
     token_bitmask = None
     if bitmask_width:
         token_bitmask = read.tensor(num_sampled * bitmask_width).to(torch.int32).reshape(num_sampled, bitmask_width)
+    (num_lora_rows,) = read.ints(1)
+    lora_slots = read.ints(num_lora_rows)
+    (num_loads,) = read.ints(1)
+    load_ints = read.ints(2 * num_loads)
+    texts = [bytes(values).decode() for values in read.ragged(2 * num_loads)]
+    lora_loads = [AdapterLoad(load_ints[2 * i], LoRARequest(texts[2 * i], load_ints[2 * i + 1], texts[2 * i + 1]))
+                  for i in range(num_loads)]
     return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
                     deferred_positions=deferred_positions, deferred_sources=deferred_sources,
-                    token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels))
+                    token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels),
+                    lora_slots=lora_slots, lora_loads=lora_loads)

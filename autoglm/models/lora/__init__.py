@@ -14,7 +14,8 @@ def enable_lora(model: nn.Module, max_loras: int, max_rank: int, dtype: torch.dt
                 device: torch.device) -> LoRASlots:
     """Give ``model``'s projections ``max_loras`` adapter slots of rank ``max_rank``, kept as ``model.lora``; the
     model then runs a step with adapter rows layer by layer (its native decode step knows no adapters)."""
-    model.lora = LoRASlots(model, max_loras, max_rank, dtype, device)
+    table_dtype = torch.float32 if device.type == "cpu" else dtype  # see models.lora.method
+    model.lora = LoRASlots(model, max_loras, max_rank, table_dtype, device)
     return model.lora
 
 

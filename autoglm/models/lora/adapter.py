@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -18,6 +17,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from autoglm.errors import LoRAAdapterError, LoRAAdapterNotFoundError, quote_value
+from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
 from autoglm.models.lora.targets import TARGET_MODULES, ProjectionTarget
 
@@ -26,27 +26,6 @@ WEIGHTS_FILE = "adapter_model.safetensors"
 PICKLED_WEIGHTS_FILE = "adapter_model.bin"
 _PEFT_PREFIX = "base_model.model."
 _MATRICES = {"lora_A.weight": 0, "lora_B.weight": 1}
-
-
-@dataclass(frozen=True)
-class LoRAAdapter:
-    """An adapter's low-rank pairs, checked against the model: module name -> (A [rank, in], B [out, rank]),
-    and what every product is scaled by. ``digest`` is its weights file's content hash: what the prefix cache
-    keys its blocks by, so two names of the same file share blocks and two files never do."""
-
-    request: LoRARequest
-    rank: int
-    scale: float
-    weights: dict[str, tuple[torch.Tensor, torch.Tensor]]
-    digest: bytes
-
-    @property
-    def name(self) -> str:
-        return self.request.lora_name
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes + b.nbytes for a, b in self.weights.values())
 
 
 def read_adapter(request: LoRARequest, targets: Mapping[str, ProjectionTarget], max_rank: int) -> LoRAAdapter:

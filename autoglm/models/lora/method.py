@@ -2,9 +2,12 @@
 
 Each wrapped layer holds a slot table (Punica's layout): ``lora_a`` ``[slots, parts * R, in]`` and ``lora_b``
 ``[slots, out, R]``, every adapter zero-padded to the rank ``R`` (max_lora_rank), its scale folded into B, and each
-stacked part's (q, k, v; gate, up) A rows in its own block of ``R`` and its B in the part's output rows. A step's
-rows are grouped by slot, and each slot present adds ``(x A^T) B^T`` to its rows in two batched products: no loop
-over rows, no merged weights, and the base product is the base method's own, quantized or not.
+stacked part's (q, k, v; gate, up) A rows in its own block of ``R`` and its B in the part's output rows. On a CPU
+the tables are float32 whatever the model computes in: PyTorch's bfloat16 matmuls of a few rows and a rank's
+columns take a slow path there, and the delta is small next to the base product either way. A step's
+rows are gathered in slot order, each slot present computes ``(x A^T) B^T`` for its run of them in batched products,
+and the deltas are added back in one scatter: no loop over rows, no merged weights, and the base product is the base
+method's own, quantized or not.
 
 Under tensor parallelism A is cut like the weight's input columns (row-parallel layers) and B like its output rows
 (column-parallel layers): a row-parallel layer's partial deltas are summed by the layer's own all-reduce.
@@ -36,14 +39,18 @@ class LoRALinearMethod(LinearMethodBase):
 
     def apply(self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         out = self.base.apply(layer, x, bias)
-        if not self.step.groups:
+        step = self.step
+        if not step.groups:
             return out
         flat_x, flat_out = x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1])
-        for group in self.step.groups:
-            if group.rows is None:
-                flat_out += _delta(layer, group.slot, flat_x)
-            else:
-                flat_out.index_add_(0, group.rows, _delta(layer, group.slot, flat_x.index_select(0, group.rows)))
+        rows = flat_x if step.rows is None else flat_x.index_select(0, step.rows)
+        rows = rows.to(layer.lora_a.dtype)
+        deltas = [_delta(layer, group.slot, rows[group.start:group.end]) for group in step.groups]
+        delta = (deltas[0] if len(deltas) == 1 else torch.cat(deltas)).to(out.dtype)
+        if step.rows is None:
+            flat_out += delta
+        else:  # rows are distinct: a gather, add and copy back, which costs less than index_add_ on a CPU
+            flat_out.index_copy_(0, step.rows, flat_out.index_select(0, step.rows).add_(delta))
         return out
 
     def path(self, layer: nn.Module, x: torch.Tensor) -> str:
