@@ -7,6 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from autoglm.errors import LoRACapacityError
+
 from tests.lora.adapters import ADAPTER_SPECS, make_adapter, make_adapter_for_other_base
 from tests.server.tenants_files import TenantsFixture, bearer, serve_tenants
 
@@ -116,3 +118,14 @@ def test_a_tenants_models_list_names_adapters_as_models(served, tenants):
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "model_not_allowed"
     assert _cards(served, team)["alpha"]["parent"] == BASE
     assert set(_cards(served, others)) == {BASE}
+
+
+def test_no_room_for_another_adapter_is_a_503_to_retry(served, tenants, monkeypatch):
+    async def all_busy(lora_request):
+        raise LoRACapacityError("max_cpu_loras=4 adapters are loaded and every one has requests running")
+
+    monkeypatch.setattr(served.state.engine, "add_lora", all_busy)
+    refused = _post(served, "/v1/load_lora_adapter", tenants.keys["ops"], lora_name="beta", lora_path="beta")
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert refused.json()["error"]["code"] == "lora_capacity_exceeded"
+    assert "beta" not in _cards(served, tenants.keys["ops"])

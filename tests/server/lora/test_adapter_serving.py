@@ -21,7 +21,7 @@ def served(chat_model, tmp_path_factory):
     modules = {name: str(make_adapter(chat_model, folder / name, SPEC, seed)) for seed, name in enumerate(ADAPTERS, 1)}
     for seed, retrained in enumerate(RETRAINED, start=3):
         make_adapter(chat_model, folder / retrained, SPEC, seed)
-    running = start_server(chat_model, served_model_name=BASE, enable_lora=True, max_loras=2, max_cpu_loras=3,
+    running = start_server(chat_model, served_model_name=BASE, enable_lora=True, max_loras=2, max_cpu_loras=2,
                            lora_modules=modules, allowed_lora_path=str(folder), response_cache="memory")
     yield running
     running.stop()
@@ -71,6 +71,7 @@ def test_the_response_cache_never_gives_one_models_answer_for_another(served):
 
 
 def test_an_adapter_loaded_again_with_other_weights_under_its_name_misses_the_cache(served):
+    """With max_cpu_loras=2, loading it evicts alpha or beta from the engine: they still serve, installed again."""
     texts = []
     for folder in RETRAINED:
         load = httpx.post(served.url + "/v1/load_lora_adapter", json={"lora_name": "delta", "lora_path": folder})
@@ -80,3 +81,8 @@ def test_an_adapter_loaded_again_with_other_weights_under_its_name_misses_the_ca
         texts.append(text)
         assert httpx.post(served.url + "/v1/unload_lora_adapter", json={"lora_name": "delta"}).status_code == 200
     assert texts[0] != texts[1]
+    for model in ADAPTERS:
+        again = httpx.post(served.url + "/v1/completions", timeout=60,
+                           json={"model": model, "prompt": "A small model", "max_tokens": 3})
+        assert again.status_code == 200 and again.json()["model"] == model
+    assert len(served.state.engine.list_loras()) <= 2

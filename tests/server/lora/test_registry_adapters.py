@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from autoglm.cli.main import main
 from autoglm.registry import DirectoryRegistry, RegistryError, base_checksum
 from tests.server.live_server import start_server
 from tests.lora.adapters import ADAPTER_SPECS, make_adapter
@@ -48,6 +49,18 @@ def test_an_adapter_is_registered_only_with_the_checksum_of_a_model_it_runs_on(r
         registry.register("pinned-model", registry.version(MODEL, "2").path, base_sha256=adapter.base_sha256)
     with pytest.raises(RegistryError, match=r"sql@1 is itself a LoRA adapter"):
         base_checksum(registry, f"{ADAPTER}@1")
+
+
+def test_the_models_command_registers_an_adapter_on_the_base_it_names(registry, tmp_path, capsys):
+    copied = DirectoryRegistry(tmp_path / "registry")
+    copied.register(MODEL, registry.version(MODEL, "2").path)
+    adapter = registry.version(ADAPTER, "3").path
+    arguments = ["--registry-dir", str(copied.root)]
+    assert main(["models", "register", ADAPTER, str(adapter), "--base", MODEL, *arguments]) == 0
+    assert "LORA adapter" in capsys.readouterr().out
+    assert copied.version(ADAPTER, "1").base_sha256 == copied.version(MODEL, "1").sha256
+    assert main(["models", "register", "unpinned", str(adapter), *arguments]) != 0
+    assert "register it with the base model version it runs on (--base NAME@VERSION)" in capsys.readouterr().err
 
 
 def test_the_adapter_serves_on_its_base_and_lists_it_as_parent(served):
