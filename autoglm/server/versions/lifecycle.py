@@ -100,6 +100,9 @@ class ModelLifecycle:
                     raise APIError(HTTPStatus.CONFLICT, f"{version_id(name, version)} is the {alias}; promote or "
                                    "roll back to another version (or clear the canary) before unloading it",
                                    code="version_in_use")
+            if adapters := self.pool.adapters_on(version_id(name, version)):
+                raise APIError(HTTPStatus.CONFLICT, f"the LoRA adapters {', '.join(adapters)} run on "
+                               f"{version_id(name, version)}; unload them before it", code="version_in_use")
             routes.pinned.discard(version)
             self.pool.retire(version_id(name, version))
             return routes
@@ -209,9 +212,10 @@ class ModelLifecycle:
         routes.canary = None
 
     def _retire_unused(self, routes: ModelRoutes) -> None:
+        """Retire the model's versions no route keeps, except those whose engines hold adapters still served."""
         kept = routes.kept_loaded()
         for served in self._router.loaded_versions(routes.name):
-            if served.version not in kept:
+            if served.version not in kept and not self.pool.adapters_on(served.version_id):
                 self.pool.retire(served.version_id)
 
     async def _version(self, name: str, version: str) -> ModelVersion:

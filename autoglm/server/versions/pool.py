@@ -77,6 +77,11 @@ class VersionPool:
         served = self._versions.get(served_id)
         return served.in_flight if served is not None else 0
 
+    def adapters_on(self, served_id: str) -> list[str]:
+        """The adapters held in the version's engine: while there are any, the version stays loaded."""
+        return sorted(served.version_id for served in self._versions.values()
+                      if isinstance(served, ServedAdapter) and served.base.version_id == served_id)
+
     def stats(self) -> dict[str, EngineStats]:
         """Each engine's, under the version it serves (an adapter's requests are its base's engine's)."""
         return {served.version_id: served.engine.stats for served in self._versions.values() if served.lora is None}

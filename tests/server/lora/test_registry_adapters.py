@@ -98,3 +98,13 @@ def test_an_adapter_loaded_by_name_serves_beside_the_registry_and_stays_out_of_i
     assert complete(served.url, model="notes")["model"] == "notes"
     reported = httpx.get(served.url + "/admin/models", timeout=10).json()["models"]
     assert {entry["name"] for entry in reported} == {MODEL, ADAPTER}
+
+
+def test_a_base_stays_loaded_while_adapters_run_on_it(served):
+    """Last: it leaves MODEL@2 the stable."""
+    assert httpx.post(f"{served.url}/admin/models/{MODEL}/promote", json={"version": "2"}, timeout=60).status_code == 200
+    assert complete(served.url)["model"] == f"{MODEL}@2"
+    assert complete(served.url, model=ADAPTER)["model"] == f"{ADAPTER}@1"
+    refused = httpx.post(f"{served.url}/admin/models/{MODEL}/unload", json={"version": "1"}, timeout=60)
+    assert refused.status_code == 409
+    assert "the LoRA adapters notes, sql@1 run on tiny@1; unload them before it" in refused.json()["error"]["message"]
