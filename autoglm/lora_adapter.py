@@ -9,10 +9,10 @@ import torch
 from autoglm.lora_request import LoRARequest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LoRAAdapter:
     """An adapter's low-rank pairs, checked against the model: module name -> (A [rank, in], B [out, rank]),
-    and what every product is scaled by. ``digest`` is its weights file's content hash: what the prefix cache
+    and what every product is scaled by. Compared by identity: each load is one object. ``digest`` is its weights file's content hash: what the prefix cache
     keys its blocks by, so two names of the same file share blocks and two files never do."""
 
     request: LoRARequest

@@ -416,6 +416,8 @@ class LLMEngine:
         flight after it) forgotten; the ids of their requests, in order."""
         self._in_flight = None
         self.encoded_images.forget_all()
+        if self.adapter_slots is not None:
+            self.adapter_slots.forget_all()
         requeued = self.scheduler.requeue_running()
         for seq in requeued:
             if seq.last_token_pending:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.batch import report as batch_report
-from autoglm.bench.figures import (batch_tables, glance_tables, image_tables, llamacpp_tables, quantization_tables,
-                                   structured_tables, tables, tenant_tables)
+from autoglm.bench.figures import (batch_tables, glance_tables, image_tables, llamacpp_tables, lora_tables,
+                                   quantization_tables, structured_tables, tables, tenant_tables)
 from autoglm.bench.figures.markers import Marker, fill_markers
+from autoglm.bench.lora import report as lora_report
 from autoglm.bench.results import quantities as q
 from autoglm.bench.results.machine import describe_machine
 from autoglm.bench.results.results_files import ResultsFile, ResultsFolder
@@ -60,6 +61,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "compare-llamacpp": llamacpp_tables.compare_llamacpp,
     "images": image_tables.images,
     "batch": batch_tables.batch,
+    "lora": lora_tables.lora,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
@@ -86,6 +88,7 @@ INLINE: dict[str, tuple[Callable[..., Any], str]] = {
     "tenants-flood-ttft": (lambda file: tenants_report.flood_ttft_ratio(file.data), "{:.2f}x"),
     "structured-ratio": (lambda file: structured_report.rate_ratio(file.data), "{:.3f}x"),
     "batch-ttft-ratio": (lambda file: batch_report.ttft_ratio(file.data), "{:.2f}x"),
+    "lora-ratio": (lambda file, rank, num_adapters: lora_report.ratio_at(file.data, rank, num_adapters), "{:.2f}x"),
 }
 
 

@@ -21,17 +21,26 @@ BASE = 0  # the kind of round with no adapter
 
 
 @dataclass(frozen=True)
+class Kind:
+    """What a round runs: the adapters its rows are spread over (0: the base model alone), and for the base
+    model whether its decode steps are kept from the native one-call step, as steps with adapter rows are."""
+
+    num_adapters: int
+    layer_by_layer: bool = False
+
+
+@dataclass(frozen=True)
 class KindResult:
-    """One kind of round at one rank: its adapters (0: the base model alone) and each measured round's time."""
+    """One kind of round at one rank, and each measured round's time."""
 
     rank: int
-    num_adapters: int
+    kind: Kind
     output_tokens: int  # of one round
     rounds_s: list[float]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "num_adapters": self.num_adapters, "output_tokens": self.output_tokens,
-                "rounds_s": self.rounds_s}
+        return {"rank": self.rank, "num_adapters": self.kind.num_adapters, "layer_by_layer": self.kind.layer_by_layer,
+                "output_tokens": self.output_tokens, "rounds_s": self.rounds_s}
 
 
 @dataclass(frozen=True)
@@ -40,13 +49,21 @@ class LoRARun:
     results: list[KindResult]
 
 
-def run_round(llm: LLM, prompts: list[list[int]], adapters: list[LoRARequest], output_len: int) -> float:
-    """Seconds to finish the batch, its rows given the adapters in turn (none: the base model)."""
+def run_round(llm: LLM, prompts: list[list[int]], adapters: list[LoRARequest], kind: Kind, output_len: int,
+              native_rows: int) -> float:
+    """Seconds to finish the batch, its rows given the kind's adapters in turn (none: the base model)."""
     params = SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True)
-    requests = [adapters[index % len(adapters)] if adapters else None for index in range(len(prompts))]
+    chosen = adapters[:kind.num_adapters]
+    requests = [chosen[index % len(chosen)] if chosen else None for index in range(len(prompts))]
+    model = llm.engine.runner.model
+    if kind.layer_by_layer:
+        model.enable_native_decode(0)
     start = time.perf_counter()
     llm.generate(prompts, params, use_tqdm=False, lora_request=requests)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if kind.layer_by_layer:
+        model.enable_native_decode(native_rows)
+    return elapsed
 
 
 def run_rank(args: argparse.Namespace, config, rank: int, folder: Path) -> list[KindResult]:
@@ -60,13 +77,16 @@ def run_rank(args: argparse.Namespace, config, rank: int, folder: Path) -> list[
     rng = random.Random(rank)
     token_ids = prompt_token_ids(llm.engine)
     prompts = [rng.choices(token_ids, k=args.input_len) for _ in range(args.batch_size)]
-    kinds = [BASE, *args.num_adapters]
+    native = llm.engine.device.type == "cpu" and llm.engine.runner.model.native_decode is not None
+    native_rows = config.cpu_decode_step_max_rows
+    kinds = [Kind(BASE), *([Kind(BASE, layer_by_layer=True)] if native else []),
+             *(Kind(count) for count in args.num_adapters)]
     for kind in kinds:  # warm-up: every adapter loaded, every path taken once
-        run_round(llm, prompts, adapters[:kind], args.output_len)
-    rounds: dict[int, list[float]] = {kind: [] for kind in kinds}
+        run_round(llm, prompts, adapters, kind, args.output_len, native_rows)
+    rounds: dict[Kind, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
         for kind in kinds:
-            rounds[kind].append(run_round(llm, prompts, adapters[:kind], args.output_len))
+            rounds[kind].append(run_round(llm, prompts, adapters, kind, args.output_len, native_rows))
     llm.close()
     output_tokens = args.batch_size * args.output_len
     return [KindResult(rank, kind, output_tokens, rounds[kind]) for kind in kinds]

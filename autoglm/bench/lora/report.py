@@ -19,7 +19,9 @@ def tokens_per_s(entry: dict[str, Any]) -> float:
 
 
 def base_entry(document: dict[str, Any], rank: int) -> dict[str, Any]:
-    return next(entry for entry in document["results"] if entry["rank"] == rank and entry["num_adapters"] == 0)
+    """The base model's round as the engine runs it (its decode steps native where they may be)."""
+    return next(entry for entry in document["results"]
+                if entry["rank"] == rank and entry["num_adapters"] == 0 and not entry["layer_by_layer"])
 
 
 def ratio_to_base(document: dict[str, Any], entry: dict[str, Any]) -> float:
@@ -34,10 +36,16 @@ def ratio_at(document: dict[str, Any], rank: str, num_adapters: str) -> float:
     return ratio_to_base(document, entry)
 
 
+def kind_name(entry: dict[str, Any]) -> str:
+    if entry["num_adapters"]:
+        return f"{entry['num_adapters']} distinct adapters"
+    return "the base model alone, layer by layer" if entry["layer_by_layer"] else "the base model alone"
+
+
 def summary_lines(document: dict[str, Any]) -> list[str]:
     lines = []
     for entry in document["results"]:
-        kind = "base model alone" if not entry["num_adapters"] else f"{entry['num_adapters']} adapters"
+        kind = kind_name(entry)
         lines.append(f"rank {entry['rank']}, {kind}: {tokens_per_s(entry):,.1f} output tok/s "
                      f"({ratio_to_base(document, entry):.2f}x the base)")
     return lines

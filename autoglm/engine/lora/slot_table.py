@@ -16,6 +16,10 @@ class SlotTable:
         self.last_used: list[int] = [-1] * max_loras
         self.num_steps = 0
 
+    def forget_all(self) -> None:
+        """A failed step may have left any slot half installed: every adapter is installed again when next run."""
+        self.held = [None] * len(self.held)
+
     def assign(self, adapters: list[LoRAAdapter | None]) -> tuple[list[int], list[AdapterLoad]]:
         """Each row's slot (NO_SLOT for a row of the base model) for rows running ``adapters``, and the installs
         the step needs first. Raises ValueError past ``max_loras`` distinct adapters (a scheduler bug)."""
