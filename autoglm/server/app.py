@@ -94,8 +94,8 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
     (default: an LLMEngine from `config.engine`). `on_load_failure` is called if loading raises (the server
     cannot serve anything after that), `on_engine_broken` (from any thread) if a loaded engine breaks for good
     (a tensor-parallel worker died). `limit_windows` shortens the tenants' rate-limit windows, and `batch_clock`
-    times batches, for tests. Files and batches answer 501 unless the app is the `single_replica` serving them:
-    each replica would keep its own.
+    times batches, for tests. Files and batches, and loading and unloading LoRA adapters, answer 501 unless the
+    app is the `single_replica` serving them: each replica would keep its own.
     """
     keyring = keyring_from_config(config)  # a bad tenants file stops the start
     limiter = None
@@ -152,6 +152,7 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
     batches = (BatchService(config.storage, keyring, BatchEndpoints.of_routes(routes), in_process_host(allowed_hosts),
                             config.engine.scheduler.max_abs_priority, batch_clock) if single_replica else None)
     app.state.batches = batches
+    app.state.single_replica = single_replica
     _add_middleware(app, config, state.metrics, keyring, limiter, allowed_hosts, routes)
     install_openapi(app, config)
     return app

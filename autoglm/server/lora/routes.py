@@ -19,6 +19,16 @@ from autoglm.server.versions.admin_routes import check_model_admin
 router = APIRouter()
 
 
+def check_admin_of_one_replica(raw: Request) -> None:
+    """An admin's route (see check_model_admin); a 501 on an application of several replicas, where a runtime
+    adapter would be loaded into one replica's engine alone."""
+    check_model_admin(raw)
+    if not raw.app.state.single_replica:
+        raise APIError(HTTPStatus.NOT_IMPLEMENTED, "an adapter loaded at runtime would live in the engine of the one "
+                       "replica the request reaches, and this application runs several (ray_max_replicas above 1); "
+                       "serve adapters with lora_modules, which every replica loads", code="adapters_need_one_replica")
+
+
 class LoadLoRAAdapterRequest(APIModel):
     lora_name: str = Field(min_length=1)
     lora_path: str = Field(min_length=1)
@@ -33,7 +43,7 @@ async def load_lora_adapter(body: LoadLoRAAdapterRequest, raw: Request, state: S
     """Load an adapter from under allowed_lora_path and serve it as `lora_name`; loading the same one again
     changes nothing. Past max_cpu_loras the engine evicts its least recently used idle adapter (503 if all are
     busy)."""
-    check_model_admin(raw)
+    check_admin_of_one_replica(raw)
     state.check_ready()
     state.adapters.check_enabled()
     folder = allowed_adapter_folder(body.lora_path, state.config.adapters.allowed_lora_path)
@@ -52,7 +62,7 @@ async def load_lora_adapter(body: LoadLoRAAdapterRequest, raw: Request, state: S
 async def unload_lora_adapter(body: UnloadLoRAAdapterRequest, raw: Request, state: ServerState = State) -> str:
     """Stop serving an adapter: new requests for it are refused (404) at once, those running finish, then it
     unloads and this answers."""
-    check_model_admin(raw)
+    check_admin_of_one_replica(raw)
     state.check_ready()
     await state.adapters.unload(body.lora_name)
     return f"Success: LoRA adapter '{body.lora_name}' removed successfully."

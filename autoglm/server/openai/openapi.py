@@ -48,8 +48,8 @@ _ERROR_DESCRIPTIONS = {
     HTTPStatus.SERVICE_UNAVAILABLE: "The model is still loading, the server is draining, its engine loop stopped, "
                                     "its stored responses cannot be reached, or every LoRA adapter loaded is busy "
                                     "and max_cpu_loras leaves no room for another",
-    HTTPStatus.NOT_IMPLEMENTED: "Files and batches on an application of several Ray replicas, which would each "
-                                "keep their own",
+    HTTPStatus.NOT_IMPLEMENTED: "Files and batches, or loading and unloading LoRA adapters, on an application of "
+                                "several Ray replicas, which would each keep their own",
     HTTPStatus.GATEWAY_TIMEOUT: "The request did not finish within the server's request_timeout_s",
 }
 _KEYED = (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
@@ -64,9 +64,10 @@ _STORED_CHANGE_ERRORS = (*_STORED_READ_ERRORS, HTTPStatus.FORBIDDEN)
 # A model admin operation on a version: its body, its key, the model or version, the version's state, its load.
 _VERSION_OPERATION_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT,
                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNPROCESSABLE_ENTITY)
-# Loading or unloading a LoRA adapter: its body and path, its key, the adapter, the engine's room for it.
+# Loading or unloading a LoRA adapter: its body and path, its key, the adapter, the engine's room for it, one
+# replica.
 _LORA_OPERATION_ERRORS = (HTTPStatus.BAD_REQUEST, *_KEYED, HTTPStatus.NOT_FOUND, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                          HTTPStatus.SERVICE_UNAVAILABLE)
+                          HTTPStatus.SERVICE_UNAVAILABLE, HTTPStatus.NOT_IMPLEMENTED)
 # The errors each route can answer with, besides the 500 of a server bug that any route may give. The /admin
 # routes exist only on a server with keys (tenants) or a registry (models).
 ROUTE_ERRORS: dict[str, tuple[HTTPStatus, ...]] = {

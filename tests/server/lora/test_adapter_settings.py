@@ -1,13 +1,17 @@
-"""lora_modules and allowed_lora_path as settings, and where a runtime adapter may be loaded from."""
+"""lora_modules and allowed_lora_path as settings, where a runtime adapter may be loaded from, and how the
+engine's adapter errors are answered."""
 from __future__ import annotations
 
 from http import HTTPStatus
+from types import SimpleNamespace
 
 import pytest
+from starlette.requests import Request
 
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.errors import LoRAAdapterNotFoundError, LoRACapacityError
 from autoglm.server.lora.adapter_paths import allowed_adapter_folder
+from autoglm.server.lora.routes import check_admin_of_one_replica
 from autoglm.server.openai.errors import APIError, to_api_error
 from autoglm.server.versions.served_names import served_model_names
 
@@ -71,3 +75,11 @@ def test_engine_adapter_errors_answer_as_the_api_says():
 def test_lora_modules_count_as_served_models_for_the_tenants_file_warning():
     config = AutoGLMConfig(served_model_name="base", lora_modules={"sql": "/adapters/sql"}).server_config()
     assert served_model_names(config) == ("base", "sql")
+
+
+def test_runtime_adapters_are_refused_on_an_application_of_several_replicas():
+    app = SimpleNamespace(state=SimpleNamespace(single_replica=False))
+    request = Request({"type": "http", "app": app, "client": ("127.0.0.1", 50000), "headers": []})
+    with pytest.raises(APIError, match="serve adapters with lora_modules, which every replica loads") as refused:
+        check_admin_of_one_replica(request)
+    assert refused.value.status == HTTPStatus.NOT_IMPLEMENTED
