@@ -35,6 +35,8 @@ class ServedAdapter(ServedVersion):
     leaves the base serving. The engine may evict an idle adapter to make room for another (max_cpu_loras):
     `prepare` installs it again before a request runs."""
 
+    lora: LoRARequest
+
     def __init__(self, name: str, version: str, base: ServedVersion, lora: LoRARequest, answer_source: AnswerSource,
                  metrics: ServerMetrics, on_outcome: OutcomeListener | None = None) -> None:
         super().__init__(name, version, base.engine, base.tokenizers, answer_source, metrics, on_outcome,

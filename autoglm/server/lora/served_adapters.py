@@ -9,7 +9,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from autoglm.errors import quote_value
-from autoglm.server.lora.served_adapter import require_lora
+from autoglm.server.lora.served_adapter import ServedAdapter, require_lora
 from autoglm.server.openai.errors import APIError
 from autoglm.server.versions.pool import VersionPool
 from autoglm.server.versions.routing import ModelRouter, ModelRoutes
@@ -41,11 +41,11 @@ class ServedAdapters:
         base = self._base()
         self._check_name(name)
         named = self._named(name)
-        if named is not None and named.lora is not None and named.lora.lora_path == str(folder):
+        if named is not None and named.lora.lora_path == str(folder):
             return False
         if name in self._router.routes:
-            what = (f"the name of the adapter at {named.lora.lora_path}; unload it first"
-                    if named is not None and named.lora is not None else "the name of a model this server serves")
+            what = (f"the name of the adapter at {named.lora.lora_path}; unload it first" if named is not None
+                    else "the name of a model this server serves")
             raise APIError(HTTPStatus.BAD_REQUEST, f"{quote_value(name)} is already {what}, or choose another "
                            "lora_name", param="lora_name", code="lora_name_taken")
         await self._pool.load_adapter(name, "", base, folder)
@@ -70,10 +70,10 @@ class ServedAdapters:
         """The adapters loaded by name, sorted."""
         return sorted(name for name in self._router.routes if self._named(name) is not None)
 
-    def _named(self, name: str) -> ServedVersion | None:
+    def _named(self, name: str) -> ServedAdapter | None:
         """The adapter loaded by name as `name` (not one of the registry's versions), if any."""
         served = self._router.stable_of(name)
-        return served if served is not None and served.lora is not None and not served.version else None
+        return served if isinstance(served, ServedAdapter) and not served.version else None
 
     def _base(self) -> ServedVersion:
         base = self._router.stable_of(self._router.default_name)
