@@ -111,8 +111,9 @@ def _add_setting_flag(heading: argparse._ArgumentGroup, name: str, default: Any)
     flags += [VLLM_SHORT_FLAGS[name]] if name in VLLM_SHORT_FLAGS else []
     if field.annotation is bool:
         heading.add_argument(*flags, dest=name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
-    else:
-        heading.add_argument(*flags, dest=name, default=None, metavar=_metavar(name), help=help_text)
+    else:  # a list setting may take several values after its flag, as vLLM's --lora-modules does
+        heading.add_argument(*flags, dest=name, default=None, metavar=_metavar(name), help=help_text,
+                             nargs=field.json_schema_extra.get("nargs"))
 
 
 def _metavar(name: str) -> str:

@@ -118,7 +118,17 @@ def parse_lora_modules(value: Any) -> dict[str, str]:
     return modules
 
 
-def _module_entry(entry: object) -> tuple[str, str]:
+def _module_entry(entry: object) -> tuple[object, object]:
+    """One NAME=PATH entry, or vLLM's JSON form of one: {"name": NAME, "path": PATH}."""
+    if isinstance(entry, str) and entry.strip().startswith("{"):
+        try:
+            entry = json.loads(entry)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"expected a JSON object {{\"name\": NAME, \"path\": PATH}}; {error}") from None
+    if isinstance(entry, Mapping):
+        if set(entry) != {"name", "path"}:
+            raise ValueError(f"an adapter entry as JSON has the keys name and path, got {', '.join(map(str, entry))}")
+        return entry["name"], entry["path"]
     if not isinstance(entry, str) or "=" not in entry:
         raise ValueError(f"{entry!r} is not an adapter entry; expected {LORA_MODULE_FORM}, such as sql=/adapters/sql")
     name, _, path = entry.partition("=")

@@ -830,10 +830,11 @@ class AutoGLMConfig(BaseModel):
         {},
         description=(
             "LoRA adapters served from the start (with enable_lora), each under its own name as a request's model: "
-            "NAME=PATH entries (vLLM's --lora-modules), as a list or one comma-separated string, or a mapping of "
-            "name to folder (or its JSON text). Trusted like `model`: allowed_lora_path does not apply to them."
+            "NAME=PATH entries or vLLM's {\"name\": NAME, \"path\": PATH} (as vLLM's --lora-modules takes them: "
+            "several after the flag, a list, or one comma-separated string), or a mapping of name to folder (or its "
+            "JSON text). Trusted like `model`: allowed_lora_path does not apply to them."
         ),
-        json_schema_extra={**_VERSIONS, "metavar": "NAME=PATH"},
+        json_schema_extra={**_VERSIONS, "metavar": "NAME=PATH", "nargs": "+"},
     )
     allowed_lora_path: str | None = Field(
         None,

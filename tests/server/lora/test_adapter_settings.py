@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import pytest
 from starlette.requests import Request
 
+from autoglm.cli.main import build_parser
+from autoglm.cli.settings import config_from_args
 from autoglm.config import AutoGLMConfig, ConfigError
 from autoglm.errors import LoRAAdapterNotFoundError, LoRACapacityError
 from autoglm.server.lora.adapter_paths import allowed_adapter_folder
@@ -19,6 +21,7 @@ from autoglm.server.versions.served_names import served_model_names
 @pytest.mark.parametrize("given", [
     ["sql=/adapters/sql", "chat=/adapters/chat"],
     "sql=/adapters/sql, chat=/adapters/chat",
+    ['{"name": "sql", "path": "/adapters/sql"}', "chat=/adapters/chat"],
     {"sql": "/adapters/sql", "chat": "/adapters/chat"},
     '{"sql": "/adapters/sql", "chat": "/adapters/chat"}',
 ])
@@ -33,6 +36,7 @@ def test_lora_modules_read_as_vllm_writes_them_or_as_a_mapping(given):
     (["sql=/a", "sql=/b"], r"'sql' is given twice"),
     ('{"sql": ', r"expected a JSON object"),
     (7, r"expected NAME=PATH entries or a mapping"),
+    (['{"name": "sql", "base_model_name": "m"}'], r"has the keys name and path, got name, base_model_name"),
 ])
 def test_a_bad_lora_modules_entry_is_named(given, complaint):
     with pytest.raises(ConfigError, match=complaint):
@@ -83,3 +87,8 @@ def test_runtime_adapters_are_refused_on_an_application_of_several_replicas():
     with pytest.raises(APIError, match="serve adapters with lora_modules, which every replica loads") as refused:
         check_admin_of_one_replica(request)
     assert refused.value.status == HTTPStatus.NOT_IMPLEMENTED
+
+
+def test_the_serve_command_takes_lora_modules_as_vllm_writes_them():
+    arguments = build_parser().parse_args(["serve", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat"])
+    assert config_from_args(arguments).lora_modules == {"sql": "/adapters/sql", "chat": "/adapters/chat"}
