@@ -1,5 +1,6 @@
 """Requests naming an adapter as their model, through every API that generates: the official openai client,
-chat and completions, Anthropic's messages; the response cache keeps each adapter's answers apart."""
+chat and completions, Anthropic's messages, the Responses API; the response cache keeps each adapter's answers
+apart."""
 from __future__ import annotations
 
 import httpx
@@ -56,10 +57,12 @@ def test_v1_models_lists_each_adapter_with_its_base_and_folder(served):
         assert extra["parent"] == BASE and extra["root"].endswith(f"/{name}")
 
 
-def test_anthropic_messages_run_with_the_adapter_named(served):
+def test_anthropic_messages_and_the_responses_api_run_with_the_adapter_named(served):
     answer = httpx.post(served.url + "/v1/messages", timeout=60, json={
         "model": "alpha", "max_tokens": 6, "messages": MESSAGES, "temperature": 0})
     assert answer.status_code == 200 and answer.json()["model"] == "alpha"
+    response = served.openai().responses.create(model="beta", input="Hello world", max_output_tokens=6, store=False)
+    assert response.model == "beta" and response.usage.output_tokens == 6  # max_output_tokens reached
 
 
 def test_the_response_cache_never_gives_one_models_answer_for_another(served):
