@@ -45,8 +45,7 @@ class ServedAdapter(ServedVersion):
         self.lora = lora
 
     async def prepare(self) -> None:
-        if self.lora not in self.engine.list_loras():
-            await self.engine.add_lora(self.lora)
+        await self.engine.add_lora(self.lora)  # loaded already: nothing to do
 
     async def close(self) -> None:
         """Unload the adapter from the base's engine (which lets any request still running on it finish)."""
