@@ -38,7 +38,7 @@ def ratio_at(document: dict[str, Any], rank: str, num_adapters: str) -> float:
 
 def kind_name(entry: dict[str, Any]) -> str:
     if entry["num_adapters"]:
-        return f"{entry['num_adapters']} distinct adapters"
+        return "1 adapter" if entry["num_adapters"] == 1 else f"{entry['num_adapters']} distinct adapters"
     return "the base model alone, layer by layer" if entry["layer_by_layer"] else "the base model alone"
 
 
