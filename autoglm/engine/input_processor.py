@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from autoglm.engine.errors import ContextLengthExceededError
+from autoglm.engine.lora.loaded import LoadedAdapters
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.sched.block_manager import BlockManager
 from autoglm.engine.tokenize import Prompt, PromptCharLimit, TokenizedPrompt, check_token_ids, encode_text
-from autoglm.engine.lora.loaded import LoadedAdapters
 from autoglm.errors import InvalidRequestError, LoRAAdapterError, quote_value
+from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
-from autoglm.models.lora import LoRAAdapter
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.multimodal import MultiModalPrompt
 from autoglm.sampling_params import SamplingParams

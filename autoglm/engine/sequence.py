@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.structured_output import SequenceConstraint
 from autoglm.errors import InvalidRequestError, quote_value
-from autoglm.models.lora import LoRAAdapter
+from autoglm.lora_adapter import LoRAAdapter
 from autoglm.sampling_params import SamplingParams
 
 _sequence_counter = itertools.count()

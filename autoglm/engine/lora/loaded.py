@@ -10,8 +10,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 
 from autoglm.errors import LoRAAdapterError, LoRAAdapterNotFoundError, LoRACapacityError, quote_value
+from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
-from autoglm.models.lora import LoRAAdapter
 
 
 class LoadedAdapters:

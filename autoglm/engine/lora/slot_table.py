@@ -6,7 +6,8 @@ at most ``max_loras`` distinct adapters, so every one finds a slot.
 """
 from __future__ import annotations
 
-from autoglm.models.lora import NO_SLOT, LoRAAdapter
+from autoglm.lora_adapter import LoRAAdapter
+from autoglm.models.lora import NO_SLOT
 from autoglm.step_plan import AdapterLoad
 
 

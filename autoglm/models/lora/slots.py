@@ -12,7 +12,7 @@ from autoglm.models.lora.targets import ProjectionTarget, projection_targets
 
 
 class LoRASlots:
-    """The wrapped projections of one model (this rank's shard) and the adapter each slot holds."""
+    """The wrapped projections of one model (this rank's shard), whose slots the runner fills as plans say."""
 
     def __init__(self, model: nn.Module, max_loras: int, max_rank: int, dtype: torch.dtype,
                  device: torch.device) -> None:
@@ -21,7 +21,6 @@ class LoRASlots:
         self.targets: dict[str, ProjectionTarget] = projection_targets(model)
         self.step = LoRAStepRows()
         self.layers: list[Linear] = list({id(t.layer): t.layer for t in self.targets.values()}.values())
-        self.slot_ids: list[int | None] = [None] * max_loras  # lora_int_id of the adapter each slot holds
         wrappers: dict[int, LoRALinearMethod] = {}
         for layer in self.layers:
             base = layer.linear_method
@@ -47,7 +46,6 @@ class LoRASlots:
                 layer.lora_a[slot, rows].copy_(a_local)
                 b_local = _output_slice(layer, part, b_part) * adapter.scale
                 layer.lora_b[slot, start:start + size, :adapter.rank].copy_(b_local)
-        self.slot_ids[slot] = adapter.request.lora_int_id
 
 
 def _add_tables(layer: Linear, max_loras: int, max_rank: int, dtype: torch.dtype, device: torch.device) -> None:
