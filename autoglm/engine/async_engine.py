@@ -364,16 +364,21 @@ class AsyncEngine:
             self._deliver([(command.stream, error)])
 
     def _apply_lora(self, command: _InstallLoRA | _RemoveLoRA) -> None:
-        """Load or unload an adapter between steps; an unload's callback waits for its requests to end."""
+        """Load or unload an adapter between steps; an unload's callback waits for its requests to end. The list
+        of adapters is replaced before the caller hears, so that it reads its own change."""
+        def finished(error: BaseException | None = None) -> None:
+            self._loras = self.engine.list_loras()
+            command.done(error)
+
         try:
             if isinstance(command, _InstallLoRA):
                 self.engine.install_lora(command.adapter)
-                command.done(None)
+                finished()
             else:
-                self.engine.remove_lora(command.lora_name, lambda: command.done(None))
+                self.engine.remove_lora(command.lora_name, finished)
+                self._loras = self.engine.list_loras()  # a draining adapter is listed no more
         except Exception as error:
-            command.done(error)
-        self._loras = self.engine.list_loras()
+            finished(error)
 
     def _admit(self, command: _AddRequests) -> BaseException | None:
         """Hand every prompt to the engine; if one is refused, take back those already added and
