@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from autoglm import LLM, SamplingParams
+from autoglm.lora_request import LoRARequest
+from tests.lora.adapters import AdapterSpec, make_adapter, peft_reference
 from tests.lora.conftest import NUM_NEW_TOKENS, PROMPTS
+from tests.tiny_models import make_tiny_checkpoint
 
 LOGPROB_TOLERANCE = 1e-4
 NAMES = [None, "attention", "mlp", "everything"]
@@ -60,3 +63,17 @@ def test_one_slot_runs_two_adapters_in_flight_by_turns(lora_case, references):
               kv_cache_memory=1 << 20)
     outputs = llm.generate(prompts, greedy_params(), use_tqdm=False, lora_request=requests)
     assert_rows_match(outputs, rows, references, LOGPROB_TOLERANCE)
+
+
+@pytest.mark.timeout(120)
+def test_glm4_adapter_on_its_fused_gate_up_projection_matches_peft(tmp_path):
+    """GLM-4's checkpoints fuse gate and up into mlp.gate_up_proj, and PEFT adapters target it by that name."""
+    base = make_tiny_checkpoint("glm4", tmp_path / "glm4")
+    spec = AdapterSpec(8, 16, ("q_proj", "v_proj", "gate_up_proj", "down_proj"))
+    adapter = LoRARequest("fused", 1, str(make_adapter(base, tmp_path / "fused", spec, seed=5)))
+    reference = peft_reference(base, tmp_path / "fused", PROMPTS, NUM_NEW_TOKENS)
+    assert reference.token_ids != peft_reference(base, None, PROMPTS, NUM_NEW_TOKENS).token_ids
+    llm = LLM(model=str(base), dtype="float32", enable_lora=True, kv_cache_memory=1 << 20)
+    outputs = llm.generate(PROMPTS, greedy_params(), use_tqdm=False, lora_request=adapter)
+    assert_rows_match(outputs, [("fused", index) for index in range(len(PROMPTS))], {"fused": reference},
+                      LOGPROB_TOLERANCE)
