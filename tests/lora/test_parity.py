@@ -66,6 +66,19 @@ def test_one_slot_runs_two_adapters_in_flight_by_turns(lora_case, references):
 
 
 @pytest.mark.timeout(120)
+def test_an_adapter_whose_turn_comes_while_no_sequence_slot_is_free_leaves_no_step_empty(lora_case, references):
+    """max_num_seqs=2 runs two requests of one adapter; the third request's adapter gets the turn but cannot be
+    admitted, so the running adapter takes the step rather than leaving it empty (which would stall the engine)."""
+    names = ["attention", "attention", "mlp"]
+    prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[2]]
+    llm = LLM(model=str(lora_case.base), dtype="float32", enable_lora=True, max_loras=1, max_cpu_loras=2,
+              max_num_seqs=2, kv_cache_memory=1 << 20)
+    outputs = llm.generate(prompts, greedy_params(), use_tqdm=False,
+                           lora_request=[lora_case.adapters[name] for name in names])
+    assert_rows_match(outputs, list(zip(names, range(3))), references, LOGPROB_TOLERANCE)
+
+
+@pytest.mark.timeout(120)
 def test_glm4_adapter_on_its_fused_gate_up_projection_matches_peft(tmp_path):
     """GLM-4's checkpoints fuse gate and up into mlp.gate_up_proj, and PEFT adapters target it by that name."""
     base = make_tiny_checkpoint("glm4", tmp_path / "glm4")

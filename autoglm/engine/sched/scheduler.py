@@ -99,8 +99,28 @@ class Scheduler:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
         self.num_steps += 1
         batch = ScheduledBatch()
-        self._allowed_adapters = None if self.adapter_turns is None else self.adapter_turns.allowed(
-            seq for seq in [*self.running, *self.waiting] if not self._passed_over(seq))
+        self._allowed_adapters = self._adapter_turn([*self.running, *self.waiting])
+        self._schedule_running(batch)
+        if not batch.preempted:
+            self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
+        if not batch.seqs and self._allowed_adapters is not None:
+            # The adapters whose turn it was had nothing that could run (their requests could not be admitted):
+            # the running sequences' adapters take the step instead, so that no step is left empty.
+            self._allowed_adapters = self._adapter_turn(self.running)
+            self._schedule_running(batch)
+        if self.adapter_turns is not None:
+            self.adapter_turns.ran(batch.seqs, self._allowed_adapters, self.num_steps)
+        self.policy.step_scheduled(batch)
+        return batch
+
+    def _adapter_turn(self, seqs: list[Sequence]) -> set[int] | None:
+        """The LoRA adapters whose sequences among ``seqs`` this step may take; None: any."""
+        if self.adapter_turns is None:
+            return None
+        return self.adapter_turns.allowed(seq for seq in seqs if not self._passed_over(seq))
+
+    def _schedule_running(self, batch: ScheduledBatch) -> None:
+        """Add running sequences to ``batch`` in the policy's budget order, preempting where blocks run short."""
         for seq in self.policy.budget_order(self.running, self.num_steps):
             budget = self.max_num_batched_tokens - batch.num_tokens
             if budget <= 0:  # an image's whole run may have taken more than the budget
@@ -118,12 +138,6 @@ class Scheduler:
                 batch.add(seq, num_new, num_lookahead)
             elif self._allocate_or_preempt(seq, num_new, batch):
                 batch.add(seq, num_new)
-        if not batch.preempted:
-            self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
-        if self.adapter_turns is not None:
-            self.adapter_turns.ran(batch.seqs, self.num_steps)
-        self.policy.step_scheduled(batch)
-        return batch
 
     def _lookahead_slots(self, seq: Sequence, num_new: int, budget: int) -> int:
         """Slots for a decoding sequence's proposed tokens, allocated now; 0 where none fit the budget or the pool."""
