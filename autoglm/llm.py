@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 from autoglm.config import AutoGLMConfig
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.llm_engine import LLMEngine
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, quote_value
 from autoglm.lora_request import LoRARequest
 from autoglm.outputs import RequestOutput
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
@@ -33,7 +33,11 @@ def _per_prompt_adapters(lora_request: LoRARequest | SequenceABC[LoRARequest | N
     """One adapter (or None) per prompt, from one for all or a list of one per prompt."""
     if lora_request is None or isinstance(lora_request, LoRARequest):
         return [lora_request] * num_prompts
-    adapters = list(lora_request)
+    adapters = list(lora_request) if isinstance(lora_request, (list, tuple)) else [lora_request]
+    wrong = [adapter for adapter in adapters if adapter is not None and not isinstance(adapter, LoRARequest)]
+    if wrong:
+        raise InvalidRequestError(f"lora_request must be a LoRARequest, None, or a list of them; got "
+                                  f"{quote_value(wrong[0])}")
     if len(adapters) != num_prompts:
         raise InvalidRequestError(f"got {len(adapters)} LoRA requests for {num_prompts} prompts; give one, or one "
                                   "per prompt (None for the base model)")
