@@ -79,7 +79,8 @@ def iter_checkpoint_tensors(files: list[Path],
 
 
 @contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Parameters created inside are of `dtype`, as the checkpoint's weights are (the MTP layer's loader too)."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -98,7 +99,7 @@ def load_model(path: str | Path, dtype: torch.dtype, device: torch.device, confi
     config = config or ModelConfig.from_pretrained(folder)
     model_class = model_class_for(config.architecture)
     files = safetensors_files(folder)
-    with torch.device(device), _default_dtype(dtype):
+    with torch.device(device), default_dtype(dtype):
         model = model_class(config, linear_methods or LinearMethods())
     model.load_weights(iter_checkpoint_tensors(files, checkpoint_names_elsewhere(model)))
     process_weights_after_loading(model)
