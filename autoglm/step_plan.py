@@ -70,6 +70,24 @@ class ImageRows:
     num_rows: int
 
 
+@dataclass(frozen=True)
+class KVTransfers:
+    """Whole KV blocks to move between the pool and the host tier before the step's forward pass: saves
+    (a block the prefix cache evicted, copied out to a host slot) first, then restores (a slot copied into a
+    fresh block), so that a block saved and reused as a restore's target in one step is read before it is
+    written."""
+
+    save_blocks: list[int] = field(default_factory=list)
+    save_slots: list[int] = field(default_factory=list)
+    restore_slots: list[int] = field(default_factory=list)
+    restore_blocks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.save_blocks) != len(self.save_slots) or len(self.restore_slots) != len(self.restore_blocks):
+            raise ValueError("KV transfers pair each block with one host slot: save_blocks/save_slots and "
+                             "restore_slots/restore_blocks must be of equal lengths")
+
+
 @dataclass
 class StepPlan:
     """Everything the runner needs for one forward pass and the sampling after it."""
@@ -101,6 +119,8 @@ class StepPlan:
     # Keys of encoded images the runner drops once this step's rows are gathered: no unfinished sequence has
     # their placeholders left to compute after this step.
     drop_images: list[bytes] = field(default_factory=list)
+    # Blocks to save to and restore from the host KV tier first (see kv_offload); None: nothing to move.
+    kv_transfers: KVTransfers | None = None
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):

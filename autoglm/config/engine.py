@@ -48,6 +48,9 @@ class CacheConfig:
     use_paged_attention: bool
     enable_prefix_caching: bool
     kv_cache_dtype: str
+    kv_offload_bytes: int = 0  # the host tier below the pool; 0: evicted blocks are lost
+    kv_disk_path: str | None = None  # the disk tier below the host tier; None: none
+    kv_disk_bytes: int = 10 * 1024**3
 
     def kv_cache_bytes(self, total_device_bytes: int | None) -> int | None:
         """The KV cache budget in bytes, or None to let the engine size it.

@@ -276,6 +276,35 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_CACHE,
     )
+    kv_offload_bytes: int = Field(
+        0,
+        ge=0,
+        description=(
+            "A second KV tier of this size ('8GiB') below the pool: prefix-cache blocks the pool evicts are copied "
+            "there (pinned host memory beside an accelerator, a memory-mapped file on the CPU) and copied back on a "
+            "later prefix hit instead of being recomputed. 0: off. Needs prefix caching and, for now, "
+            "tensor_parallel_size 1."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "SIZE"},
+    )
+    kv_disk_path: str | None = Field(
+        None,
+        description=(
+            "A third KV tier: a folder of block files below the host tier, which takes its least recently used "
+            "blocks; keyed by the model's checksum, dtypes, block size and rank as well as the prefix, so a "
+            "restarted engine or another replica on the same folder reuses them. Needs kv_offload_bytes. Unset: none."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "FOLDER"},
+    )
+    kv_disk_bytes: int = Field(
+        10 * 1024**3,
+        ge=1,
+        description=(
+            "Most bytes of block files in kv_disk_path, held by every engine writing there (least recently used "
+            "files go first)."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "SIZE"},
+    )
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
@@ -967,7 +996,8 @@ class AutoGLMConfig(BaseModel):
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
 
     @field_validator("max_request_body_bytes", "response_cache_max_entry_bytes", "response_cache_max_bytes",
-                     "max_image_bytes", "tenant_storage_bytes", "max_file_bytes", mode="before")
+                     "max_image_bytes", "tenant_storage_bytes", "max_file_bytes", "kv_offload_bytes", "kv_disk_bytes",
+                     mode="before")
     @classmethod
     def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value

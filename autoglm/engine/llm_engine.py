@@ -24,6 +24,7 @@ from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor
+from autoglm.engine.kv_offload.build import build_kv_offload
 from autoglm.engine.kernel_switch import KernelSwitch
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.output_processor import take_output
@@ -72,11 +73,13 @@ class LLMEngine:
         # Workers stop with the engine however it goes: closed, collected, or at the interpreter's exit.
         self._stop_workers = weakref.finalize(self, parts.workers.close) if parts.workers is not None else None
         self.kv_bytes_per_token = parts.kv_bytes_per_token
+        self.kv_offload = build_kv_offload(config, parts)  # the KV tiers below the pool, if any
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
             block_size=config.cache.block_size,
             enable_prefix_caching=config.cache.enable_prefix_caching,
             reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
+            lower_tiers=self.kv_offload,
         )
         self.inputs = InputProcessor(self.tokenizer, self.model_config.vocab_size, self.max_context_len,
                                      self.block_manager, config.scheduler.max_abs_priority,
@@ -128,8 +131,11 @@ class LLMEngine:
         return cls(config)
 
     def close(self) -> None:
-        """Stop the tensor-parallel workers, if any, and the mask threads; the engine cannot step after this."""
+        """Stop the tensor-parallel workers, if any, and the mask threads, and write the host KV tier's blocks to the
+        disk tier, if any; the engine cannot step after this."""
         self.grammars.workers.close()
+        if self.kv_offload is not None:
+            self.kv_offload.persist()
         if self._stop_workers is not None:
             self._stop_workers()
 
@@ -282,6 +288,7 @@ class LLMEngine:
             tensor_parallel_size=self.config.parallel.tensor_parallel_size,
             num_failed_steps=self.num_failed_steps,
             spec_decode=self.spec_decode_stats.snapshot() if self.proposer is not None else None,
+            kv_tiers=self.kv_offload.stats() if self.kv_offload is not None else [],
         )
 
     def enable_profiling(self) -> StepProfiler:
@@ -402,6 +409,8 @@ class LLMEngine:
         planned = build_step_plan(batch.seqs, batch.num_new_tokens, self.config.cache.block_size, self.eos_token_ids,
                                   proposals, previous.planned if previous else None)
         planned.plan.use_cpu_kernels = self.kernel_switch.in_use
+        if self.kv_offload is not None:
+            planned.plan.kv_transfers = self.kv_offload.take_transfers()
         self.encoded_images.plan(planned, self._unfinished_seqs())
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
 

@@ -15,6 +15,7 @@ from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.encoder_cache import EncoderCache
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
 from autoglm.runner.sampler import Sampler, SamplingBatch
@@ -54,6 +55,8 @@ class ModelRunner:
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
         # Called with each plan and its final hidden states [T, hidden], for a proposer that reads them (MTP).
         self.hidden_states_sink: Callable[[StepPlan, torch.Tensor], None] | None = None
+        # The host KV tier the plans' block moves go to and come from (kv_offload_bytes); None: no tiers.
+        self.host_tier: HostBlockArea | None = None
 
     @property
     def attention_backend(self) -> AttentionBackend:
@@ -79,6 +82,10 @@ class ModelRunner:
         deferred tokens, and their copy to the host is under way when this returns. On CUDA nothing here
         waits for the device unless the plan scores prompt positions."""
         profiler = self.profiler
+        if plan.kv_transfers is not None:
+            if self.host_tier is None:
+                raise ValueError("the plan moves KV blocks to or from the host tier, but this runner has none")
+            self.host_tier.apply(plan.kv_transfers)  # before the forward pass reads or overwrites those blocks
         padded = self.padded_decode if self.padded_decode and self.padded_decode.serves(plan) else None
         with profiler.phase(PREPARE):
             if padded:

@@ -1,0 +1,117 @@
+"""The third KV tier: one file per block in a directory, named by the block's key, shared by every engine that
+points at it.
+
+The directory is its own index: a block is there when its file is, so a restarted engine, or another replica
+on the same directory, finds what earlier ones wrote without any list being kept. A file appears whole or not
+at all (written to a temporary file beside it, then renamed). The size cap holds however many processes write:
+after each write the writer lists the directory and removes the least recently used files (by modification
+time, which a read refreshes) until the total fits, passing over files another process removed first. A file
+that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
+When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving
+goes on; reads go on too.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header, read_block_payload
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".kvblock"
+
+
+class DiskBlockStore:
+    """Block files under ``directory``, at most ``capacity_bytes`` of them in all."""
+
+    def __init__(self, directory: Path, capacity_bytes: int, identity: bytes) -> None:
+        """``identity``: what every block file of this engine's kind carries in its header (see block_file)."""
+        self.directory = directory
+        self.capacity_bytes = capacity_bytes
+        self.identity = identity
+        self.writable = True
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self.bytes_stored = 0  # as of the latest listing
+        self.num_dropped = 0  # files refused on read
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._hold_cap()  # counts what earlier engines left, and trims it if the cap is lower now
+        except OSError as error:
+            self._stop_writing(error)
+
+    def path(self, key: bytes) -> Path:
+        return self.directory / f"{key.hex()}{SUFFIX}"
+
+    def contains(self, key: bytes) -> bool:
+        return self.path(key).is_file()
+
+    def read(self, key: bytes, payload_len: int) -> bytes | None:
+        """The block's payload; None if its file is gone, or fails its checks (then it is removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None  # removed by another process's cap since it was found: a miss
+        try:
+            payload = read_block_payload(data, key, self.identity, payload_len)
+        except BlockFileError as error:
+            logger.warning("KV block file %s refused, the block is recomputed: %s", path.name, error)
+            self.num_dropped += 1
+            path.unlink(missing_ok=True)
+            return None
+        self.bytes_read += len(data)
+        try:
+            os.utime(path)  # most recently used now
+        except OSError:
+            pass
+        return payload
+
+    def write(self, key: bytes, payload: bytes) -> None:
+        """Store a block unless it is there already, then hold the cap; gives up for good on a write error."""
+        path = self.path(key)
+        if not self.writable or path.exists():
+            return
+        data = block_file_header(key, self.identity, payload) + payload
+        temporary = None
+        try:
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".partial")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, path)
+        except OSError as error:
+            if temporary is not None:
+                Path(temporary).unlink(missing_ok=True)
+            self._stop_writing(error)
+            return
+        self.bytes_written += len(data)
+        self._hold_cap()
+
+    def _hold_cap(self) -> None:
+        """Remove the least recently used files until the directory's blocks fit the cap."""
+        files = []
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(SUFFIX):
+                try:
+                    stat = entry.stat()
+                except FileNotFoundError:
+                    continue
+                files.append((stat.st_mtime_ns, stat.st_size, entry.path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.capacity_bytes:
+                break
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass  # another process removed it first: it no longer counts either way
+            total -= size
+        self.bytes_stored = total
+
+    def _stop_writing(self, error: OSError) -> None:
+        logger.warning("KV disk tier %s cannot be written (%s): blocks are no longer offloaded to disk; "
+                       "serving goes on", self.directory, error)
+        self.writable = False
