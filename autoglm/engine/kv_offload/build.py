@@ -53,8 +53,8 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
             raise ValueError(f"kv_disk_bytes of {cache.kv_disk_bytes} bytes holds no block file; one needs "
                              f"{file_bytes} bytes")
         disk = DiskBlockStore(Path(cache.kv_disk_path), cache.kv_disk_bytes, identity.header)
-    logger.info("KV tiers: host memory (%s) of %d blocks (%.1f MiB)%s", "a mapped file" if
-                area.device.type == "cpu" else "pinned", num_slots, area.num_bytes / 2**20,
+    logger.info("KV tiers: host memory of %d blocks (%.2f MiB, %s)%s", num_slots, area.num_bytes / 2**20,
+                "a mapped file" if area.device.type == "cpu" else "pinned",
                 "" if disk is None else f", then disk at {disk.directory} capped at "
-                f"{cache.kv_disk_bytes / 2**20:.1f} MiB (model checksum {identity.model_checksum[:12]})")
+                f"{cache.kv_disk_bytes / 2**20:.2f} MiB (model checksum {identity.model_checksum[:12]})")
     return KVOffload(area, disk, identity)

@@ -85,7 +85,8 @@ class KVOffload:
         self.host_stats.bytes_written += len(saves) * self.area.slot_bytes
         self.host_stats.bytes_read += len(restores) * self.area.slot_bytes
         return KVTransfers(save_blocks=[block for block, _ in saves], save_slots=[slot for _, slot in saves],
-                           restore_slots=[slot for slot, _ in restores], restore_blocks=[block for _, block in restores])
+                           restore_slots=[slot for slot, _ in restores],
+                           restore_blocks=[block for _, block in restores])
 
     def persist(self) -> None:
         """Write every block the host tier holds down to disk, for the engines that start after this one closes."""

@@ -28,13 +28,13 @@ _SCALES_ALIGNMENT = 64  # bytes: the scales' part of the area starts aligned for
 class HostBlockArea:
     """``num_slots`` slots, each the bytes of one block of ``pool``: values then scales (scaled formats only)."""
 
-    def __init__(self, pool: KVPool, num_slots: int, on_restore: Callable[[float], None] = lambda seconds: None) -> None:
-        """``on_restore`` receives the host time of each step's copies back into the pool."""
+    def __init__(self, pool: KVPool, num_slots: int) -> None:
         if num_slots < 1:
             raise ValueError(f"a host KV area needs at least one slot, got {num_slots}")
         self.num_slots = num_slots
         self.device = pool.values.device
-        self.on_restore = on_restore
+        # Receives the host time of each step's copies back into the pool (the engine's restore latency).
+        self.on_restore: Callable[[float], None] = lambda seconds: None
         layers, _, _, heads, head_dim = pool.values.shape
         self._pool_values = _as_bytes(pool.values).view(layers, 2, pool.num_blocks, pool.block_size, heads, -1)
         self._pool_scales = None if pool.scales is None else pool.scales.view(layers, 2, pool.num_blocks,
@@ -47,7 +47,7 @@ class HostBlockArea:
         self.values = self._buffer[:values_bytes].view(num_slots, *values_shape)
         self.scales = None if self._pool_scales is None else (
             self._buffer[scales_start:].view(SCALE_DTYPE).view(num_slots, *self._pool_scales[:, :, 0].shape))
-        self.slot_bytes = self.values[0].numel() + (0 if self.scales is None else self.scales[0].numel() * 4)
+        self.slot_bytes = self.values[0].numel() + (0 if self.scales is None else self.scales[0].numel() * SCALE_DTYPE.itemsize)
         self._copied: torch.cuda.Event | None = None
 
     @property
