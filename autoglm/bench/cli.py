@@ -12,6 +12,7 @@ from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.batch.command import add_batch_command
 from autoglm.bench.images.command import add_images_command
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
+from autoglm.bench.kv_tiers.command import add_kv_tiers_command
 from autoglm.bench.latency.command import add_latency_command
 from autoglm.bench.llamacpp.command import add_llamacpp_command
 from autoglm.bench.make_model.command import add_make_model_command
@@ -32,7 +33,8 @@ BENCH_COMMANDS: list[Callable] = [add_make_model_command, add_throughput_command
                                   add_swap_command, add_ab_command, add_kv_accuracy_command,
                                   add_speculative_command, add_structured_command, add_quant_kernels_command,
                                   add_quant_accuracy_command, add_quant_memory_command,
-                                  add_llamacpp_command, add_images_command, add_batch_command]
+                                  add_llamacpp_command, add_images_command, add_batch_command,
+                                  add_kv_tiers_command]
 
 
 def add_bench_commands(subparsers) -> None:

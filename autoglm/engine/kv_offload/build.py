@@ -29,6 +29,10 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
     if not cache.enable_prefix_caching:
         raise ValueError("kv_offload_bytes keeps the prefix cache's evicted blocks, so it needs enable_prefix_caching "
                          "(and use_paged_attention); turn them on or set kv_offload_bytes to 0")
+    speculative = config.speculative
+    if speculative is not None and speculative.method != "ngram":
+        raise ValueError(f"speculative method {speculative.method!r} keeps KV of its own, which the tiers do not "
+                         "restore: with kv_offload_bytes use method 'ngram', or no speculative decoding")
     if not isinstance(parts.runner, ModelRunner):
         raise ValueError(f"the KV tiers run in one process for now: kv_offload_bytes needs tensor_parallel_size 1, "
                          f"got {config.parallel.tensor_parallel_size}")

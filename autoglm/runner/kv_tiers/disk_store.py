@@ -5,7 +5,9 @@ The directory is its own index: a block is there when its file is, so a restarte
 on the same directory, finds what earlier ones wrote without any list being kept. A file appears whole or not
 at all (written to a temporary file beside it, then renamed). The size cap holds however many processes write:
 after each write the writer lists the directory and removes the least recently used files (by modification
-time, which a read refreshes) until the total fits, passing over files another process removed first. A file
+time, which a read refreshes) until the total is a tenth below the cap, passing over files another process removed
+first. Files never change once named, so a listing costs one stat per file the writer has not seen before, and the
+full scan by modification time runs only when the total is over the cap, once per tenth of the cap written. A file
 that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
 When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving
 goes on; reads go on too.
@@ -22,6 +24,7 @@ from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".kvblock"
+TRIM_TO = 0.9  # of the cap: what a trim leaves, so that the next writes do not each trim again
 
 
 class DiskBlockStore:
@@ -37,6 +40,7 @@ class DiskBlockStore:
         self.bytes_read = 0
         self.bytes_stored = 0  # as of the latest listing
         self.num_dropped = 0  # files refused on read
+        self._sizes: dict[str, int] = {}  # every block file of the latest listing, by name
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._hold_cap()  # counts what earlier engines left, and trims it if the cap is lower now
@@ -91,23 +95,33 @@ class DiskBlockStore:
         self._hold_cap()
 
     def _hold_cap(self) -> None:
-        """Remove the least recently used files until the directory's blocks fit the cap."""
-        files = []
-        for entry in os.scandir(self.directory):
-            if entry.name.endswith(SUFFIX):
-                try:
-                    stat = entry.stat()
-                except FileNotFoundError:
-                    continue
-                files.append((stat.st_mtime_ns, stat.st_size, entry.path))
-        total = sum(size for _, size, _ in files)
-        for _, size, path in sorted(files):
-            if total <= self.capacity_bytes:
-                break
+        """List the folder (whoever wrote it); over the cap, remove the least recently used files."""
+        names = set(os.listdir(self.directory))
+        self._sizes = {name: size for name, size in self._sizes.items() if name in names}
+        for name in names - self._sizes.keys():
+            if not name.endswith(SUFFIX):
+                continue  # another writer's temporary file
             try:
-                os.unlink(path)
+                self._sizes[name] = (self.directory / name).stat().st_size
             except FileNotFoundError:
-                pass  # another process removed it first: it no longer counts either way
+                continue
+        self.bytes_stored = sum(self._sizes.values())
+        if self.bytes_stored > self.capacity_bytes:
+            self._trim()
+
+    def _trim(self) -> None:
+        used = []
+        for name, size in self._sizes.items():
+            try:
+                used.append(((self.directory / name).stat().st_mtime_ns, name, size))
+            except FileNotFoundError:
+                continue
+        total = sum(size for _, _, size in used)
+        for _, name, size in sorted(used):
+            if total <= TRIM_TO * self.capacity_bytes:
+                break
+            (self.directory / name).unlink(missing_ok=True)  # another process may have removed it first
+            del self._sizes[name]
             total -= size
         self.bytes_stored = total
 

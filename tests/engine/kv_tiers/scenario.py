@@ -42,12 +42,14 @@ def make_llm(model_dir: Path, **settings) -> LLM:
                **settings)
 
 
-def tiered_llm(model_dir: Path, host_blocks: int, disk_path: Path | None = None, disk_blocks: int = 200) -> LLM:
+def tiered_llm(model_dir: Path, host_blocks: int, disk_path: Path | None = None, disk_blocks: int = 200,
+               **settings) -> LLM:
     """A pool too small for the prefix and the other prompts, a host tier of ``host_blocks`` blocks and, with
     ``disk_path``, a disk tier of about ``disk_blocks`` block files."""
     size = block_bytes(model_dir)
     disk = {} if disk_path is None else {"kv_disk_path": str(disk_path), "kv_disk_bytes": disk_blocks * (size + 512)}
-    return make_llm(model_dir, kv_cache_memory=POOL_BLOCKS * size, kv_offload_bytes=host_blocks * size, **disk)
+    return make_llm(model_dir, kv_cache_memory=POOL_BLOCKS * size, kv_offload_bytes=host_blocks * size, **disk,
+                    **settings)
 
 
 def run_alone(engine: LLMEngine, prompt: list[int], tenant: TenantTag | None = None) -> tuple[torch.Tensor, int]:

@@ -7,6 +7,7 @@ import logging
 import os
 
 from autoglm.runner.kv_tiers import disk_store
+from autoglm.runner.kv_tiers.disk_store import TRIM_TO
 from tests.engine.kv_tiers.scenario import (OTHER_PROMPTS, SECOND_TURN, first_turn_then_other_work, run_alone, tier,
                                             tiered_llm)
 
@@ -49,6 +50,5 @@ def test_the_size_cap_holds_with_two_engines_writing(model_dir, tmp_path):
                 run_alone(engine, [token + round_ + 7 * index for token in prompt])
     cap = engines[0].config.cache.kv_disk_bytes
     assert all(tier(engine, "disk").bytes_written > cap for engine in engines)  # each wrote past the cap alone
-    sizes = [path.stat().st_size for path in folder.iterdir()]
-    assert 0 < sum(sizes) <= cap
-    assert sum(sizes) + max(sizes) > cap  # only the least recently used files went, not more
+    stored = sum(path.stat().st_size for path in folder.iterdir())
+    assert TRIM_TO * cap / 2 < stored <= cap  # the least recently used files went, not all of them

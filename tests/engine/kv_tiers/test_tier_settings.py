@@ -10,6 +10,8 @@ from tests.engine.kv_tiers.scenario import block_bytes, make_llm
     ({"kv_disk_path": "blocks"}, "kv_disk_path needs kv_offload_bytes above 0"),
     ({"kv_offload_bytes": "1MiB", "enable_prefix_caching": False}, "needs enable_prefix_caching"),
     ({"kv_offload_bytes": 100}, "kv_offload_bytes of 100 bytes holds no block; one block needs"),
+    ({"kv_offload_bytes": "1MiB", "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
+     "speculative method 'mtp' keeps KV of its own"),
     ({"kv_offload_bytes": "1MiB", "kv_disk_path": "blocks", "kv_disk_bytes": 100},
      "kv_disk_bytes of 100 bytes holds no block file"),
 ])
