@@ -105,6 +105,12 @@ class KVOffload:
             tiers.append(disk.snapshot())
         return tiers
 
+    def check_invariants(self) -> None:
+        """Raise AssertionError if a slot is lost, or held twice."""
+        held = list(self._slots.values())
+        assert len(set(held)) == len(held), "two blocks share a host slot"
+        assert sorted(held + self._free_slots) == list(range(self.area.num_slots)), "a host slot is lost"
+
     # ---- slots -----------------------------------------------------------------------
     def _read_from_disk_into_slot(self, block_hash: bytes) -> int | None:
         """A slot now holding the block's checked file; None if the disk has no good file for it or no slot is free."""

@@ -74,6 +74,8 @@ def run_alone(engine: LLMEngine, prompt: list[int], tenant: TenantTag | None = N
         model.compute_logits = compute_logits
     engine.block_manager.check_invariants()
     assert engine.block_manager.num_referenced_blocks() == 0, "a finished request left blocks referenced"
+    if engine.kv_offload is not None:
+        engine.kv_offload.check_invariants()
     return seen[-1][-1], num_cached
 
 
