@@ -2,15 +2,19 @@
 points at it.
 
 The directory is its own index: a block is there when its file is, so a restarted engine, or another replica
-on the same directory, finds what earlier ones wrote without any list being kept. A file appears whole or not
-at all (written to a temporary file beside it, then renamed). The size cap holds however many processes write:
-after each write the writer lists the directory and removes the least recently used files (by modification
-time, which a read refreshes) until the total is a tenth below the cap, passing over files another process removed
-first. Files never change once named, so a listing costs one stat per file the writer has not seen before, and the
-full scan by modification time runs only when the total is over the cap, once per tenth of the cap written. A file
-that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
-When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving
-goes on; reads go on too.
+on the same directory, finds what earlier ones wrote without any list being kept. A file appears whole or not at
+all (written to a temporary file beside it, then renamed; not flushed with fsync, since a file a crash left short
+fails its checks like any other).
+
+The size cap holds however many processes write: after each write the writer lists the directory and, over the
+cap, removes the least recently used files (by modification time, which a read refreshes) until the total is a
+tenth below it, passing over files another process removed first. Files never change once named, so a listing
+costs one stat per file the writer has not seen before, and the scan by modification time runs once per tenth of
+the cap written.
+
+A file that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
+When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving goes
+on; reads go on too.
 """
 from __future__ import annotations
 

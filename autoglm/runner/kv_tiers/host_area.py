@@ -47,7 +47,8 @@ class HostBlockArea:
         self.values = self._buffer[:values_bytes].view(num_slots, *values_shape)
         self.scales = None if self._pool_scales is None else (
             self._buffer[scales_start:].view(SCALE_DTYPE).view(num_slots, *self._pool_scales[:, :, 0].shape))
-        self.slot_bytes = self.values[0].numel() + (0 if self.scales is None else self.scales[0].numel() * SCALE_DTYPE.itemsize)
+        scale_bytes = 0 if self.scales is None else self.scales[0].numel() * SCALE_DTYPE.itemsize
+        self.slot_bytes = self.values[0].numel() + scale_bytes
         self._copied: torch.cuda.Event | None = None
 
     @property
