@@ -2,8 +2,9 @@
 
 On an accelerator the area is pinned host memory, so copies to and from the device run without staging and
 without making the host wait. On the CPU, where the pool itself is host memory, it is a memory-mapped file of
-its own (unlinked once mapped, so nothing is left behind): the kernel may write its pages back and drop them
-under memory pressure rather than the pool's.
+its own in the temporary folder (``TMPDIR``; its space reserved at start, the file unlinked once mapped so that
+nothing is left behind): the kernel may write its pages back and drop them under memory pressure rather than the
+pool's.
 
 Copies are queued on the device's current stream, behind and before the step's forward pass, so their order
 against the pool's writes is the stream's; on CUDA an event marks the last of them, and any read or write of
@@ -15,6 +16,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -112,8 +114,13 @@ def _host_buffer(num_bytes: int, device: torch.device) -> torch.Tensor:
         return torch.zeros(num_bytes, dtype=torch.uint8, pin_memory=device.type == "cuda")
     handle, path = tempfile.mkstemp(prefix="autoglm-kv-area-")
     try:
-        os.ftruncate(handle, num_bytes)
+        # Reserved now: a mapped page the file system cannot hold would end the process at its first write.
+        os.posix_fallocate(handle, 0, num_bytes)
         return torch.from_file(path, shared=True, size=num_bytes, dtype=torch.uint8)
+    except OSError as error:
+        raise ValueError(f"kv_offload_bytes: cannot reserve {num_bytes} bytes for the host tier's mapped file in "
+                         f"{Path(path).parent} ({error.strerror}); free space there, point TMPDIR elsewhere or lower "
+                         "kv_offload_bytes") from None
     finally:
         os.close(handle)
         os.unlink(path)

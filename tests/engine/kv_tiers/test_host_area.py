@@ -1,11 +1,15 @@
 """The host tier's slots hold a block's bytes exactly, scales included, whatever the KV format stores."""
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 import torch
 
 from autoglm.attention.kv_cache_format import AUTO, FP8_E4M3, INT8, SCALE_DTYPE, KVCacheFormat
 from autoglm.runner.kv_cache import KVPool
+from autoglm.runner.kv_tiers import host_area
 from autoglm.runner.kv_tiers.host_area import HostBlockArea
 from autoglm.step_plan import KVTransfers
 
@@ -56,3 +60,12 @@ def test_a_payload_of_another_size_is_refused():
     area = HostBlockArea(random_pool(AUTO, torch.float32), num_slots=1)
     with pytest.raises(ValueError, match=f"a slot holds {area.slot_bytes} bytes"):
         area.write_slot(0, b"\0" * (area.slot_bytes - 1))
+
+
+def test_a_mapped_file_the_temporary_folder_cannot_hold_is_refused_at_start(monkeypatch):
+    def no_space(handle, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(host_area.os, "posix_fallocate", no_space)
+    with pytest.raises(ValueError, match="kv_offload_bytes: cannot reserve .* lower kv_offload_bytes"):
+        HostBlockArea(random_pool(AUTO, torch.float32), num_slots=2)
