@@ -282,8 +282,8 @@ class AutoGLMConfig(BaseModel):
         description=(
             "A second KV tier of this size ('8GiB') below the pool: prefix-cache blocks the pool evicts are copied "
             "there (pinned host memory beside an accelerator, a memory-mapped file on the CPU) and copied back on a "
-            "later prefix hit instead of being recomputed. 0: off. Needs prefix caching and, for now, "
-            "tensor_parallel_size 1."
+            "later prefix hit instead of being recomputed. 0: off. Needs prefix caching; under tensor parallelism each "
+            "rank keeps one of this size for its own heads."
         ),
         json_schema_extra={**_CACHE, "metavar": "SIZE"},
     )
@@ -292,7 +292,8 @@ class AutoGLMConfig(BaseModel):
         description=(
             "A third KV tier: a folder of block files below the host tier, which takes its least recently used "
             "blocks; keyed by the model's checksum, dtypes, block size and rank as well as the prefix, so a "
-            "restarted engine or another replica on the same folder reuses them. Needs kv_offload_bytes. Unset: none."
+            "restarted engine or another replica on the same folder reuses them. Needs kv_offload_bytes and, for now, "
+            "tensor_parallel_size 1. Unset: none."
         ),
         json_schema_extra={**_CACHE, "metavar": "FOLDER"},
     )

@@ -2,8 +2,8 @@
 
 A fixed-size header says what follows and how long it is; the payload then holds every field of
 the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
-sampling settings column by column (floats as the bits of float64, so they come back exactly), and
-the token bitmask, if any.
+sampling settings column by column (floats as the bits of float64, so they come back exactly), the
+token bitmask, if any, and the KV blocks to move to and from the host tier, if any.
 No Python object is pickled: a worker reads numbers it knows how to place.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from enum import IntEnum
 
 import torch
 
-from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+from autoglm.step_plan import KVTransfers, PromptScoring, RowSampling, StepPlan
 
 _UINT64 = 2**64
 
@@ -137,6 +137,10 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     out.ints([0 if bitmask is None else bitmask.shape[1]])
     if bitmask is not None:
         out.tensor(bitmask)
+    transfers = plan.kv_transfers  # a flag, then the KV blocks each rank moves on its own shard
+    out.ints([int(transfers is not None)])
+    if transfers is not None:
+        out.ragged([transfers.save_blocks, transfers.save_slots, transfers.restore_slots, transfers.restore_blocks])
     payload = out.payload()
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
                     int(plan.use_cpu_kernels))
@@ -187,8 +191,11 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
     token_bitmask = None
     if bitmask_width:
         token_bitmask = read.tensor(num_sampled * bitmask_width).to(torch.int32).reshape(num_sampled, bitmask_width)
+    (has_transfers,) = read.ints(1)
+    kv_transfers = KVTransfers(*read.ragged(4)) if has_transfers else None
     return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
                     deferred_positions=deferred_positions, deferred_sources=deferred_sources,
-                    token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels))
+                    token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels),
+                    kv_transfers=kv_transfers)

@@ -19,6 +19,7 @@ from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_gr
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.host_allocator import keep_freed_memory_for_reuse
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ def run_worker(config: EngineConfig, settings: GroupSettings, rank: int, lifelin
         keep_freed_memory_for_reuse()
     channel = join_group(settings, rank)
     runner = load_rank_model(config, device).runner(config.cache.block_size, channel.share())
+    if config.cache.kv_offload_bytes and (num_slots := channel.share()) > 0:  # rank 0 sized the host KV tier
+        runner.host_tier = HostBlockArea(runner.kv_pool, num_slots)
     while (plan := channel.receive()) is not None:
         with cpu_kernels_in_use(plan.use_cpu_kernels):  # rank 0's engine switches; every rank with it
             runner.launch(plan)  # its output is rank 0's to read

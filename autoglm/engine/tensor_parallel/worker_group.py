@@ -124,7 +124,8 @@ class WorkerGroup:
             listener(EngineBrokenError(broken))
 
     def share(self, value: int) -> None:
-        """Hand the workers the last value they wait for while starting: the number of KV blocks."""
+        """Hand the workers a value they wait for while starting: the number of KV blocks, then (with
+        kv_offload_bytes) the host KV tier's slots."""
         assert self._channel is not None
         try:
             self._channel.share(value)

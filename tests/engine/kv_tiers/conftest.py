@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from tests.engine.tensor_parallel import conftest as tensor_parallel_fixtures
 from tests.engine.kv_tiers.scenario import FIRST_TURN, SECOND_TURN, make_llm, run_alone
 from tests.tiny_models import make_tiny_checkpoint
 
@@ -29,3 +30,7 @@ def reference(model_dir) -> ReferenceLogits:
     assert num_cached == 40
     recomputed, _ = run_alone(make_llm(model_dir, enable_prefix_caching=False).engine, SECOND_TURN)
     return ReferenceLogits(prefix_hit, recomputed)
+
+
+# Torch's thread count, which a tensor-parallel rank 0 claims, restored after the test.
+restored_threads = tensor_parallel_fixtures.restored_threads
