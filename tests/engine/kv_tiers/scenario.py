@@ -30,10 +30,9 @@ RECOMPUTE_TOLERANCE = 1e-5  # float32: the same values summed in other chunks
 _request_ids = itertools.count()
 
 
-def block_bytes(model_dir: Path) -> int:
-    """One block's K and V across every layer of the tiny model, in float32."""
-    llm = make_llm(model_dir)
-    runner = llm.engine.runner
+def block_bytes(model_dir: Path, kv_cache_dtype: str = "auto") -> int:
+    """One block's K and V across every layer of the tiny model, computed in float32, stored as ``kv_cache_dtype``."""
+    runner = make_llm(model_dir, kv_cache_dtype=kv_cache_dtype).engine.runner
     return bytes_per_block(runner.model, BLOCK_SIZE, torch.float32, runner.kv_pool.format)
 
 
@@ -46,7 +45,7 @@ def tiered_llm(model_dir: Path, host_blocks: int, disk_path: Path | None = None,
                **settings) -> LLM:
     """A pool too small for the prefix and the other prompts, a host tier of ``host_blocks`` blocks and, with
     ``disk_path``, a disk tier of about ``disk_blocks`` block files."""
-    size = block_bytes(model_dir)
+    size = block_bytes(model_dir, settings.get("kv_cache_dtype", "auto"))
     disk = {} if disk_path is None else {"kv_disk_path": str(disk_path), "kv_disk_bytes": disk_blocks * (size + 512)}
     return make_llm(model_dir, kv_cache_memory=POOL_BLOCKS * size, kv_offload_bytes=host_blocks * size, **disk,
                     **settings)
