@@ -59,6 +59,22 @@ class PromptScoring:
 
 
 @dataclass(frozen=True)
+class PoolingChunk:
+    """A pooling row's share of this step: the hidden states of its ``num_tokens`` tokens from batch index
+    ``first_token`` reduced as ``pooling_type`` says (MEAN: their sum; CLS: the first, where the chunk starts the
+    prompt; LAST: the last, where it ends it). ``head`` then maps a LAST row: "hidden" keeps it, "logits" takes
+    the model's logits of it (a classifier's), "token_pair" the logit of ``token_pair[1]`` minus ``token_pair[0]``."""
+
+    first_token: int
+    num_tokens: int
+    pooling_type: str
+    starts_prompt: bool
+    ends_prompt: bool
+    head: str = "hidden"
+    token_pair: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
 class ImageRows:
     """Rows of one encoded image that stand for a run of the step's tokens: the encoder's rows
     ``first_row..first_row + num_rows - 1`` of the image keyed ``key`` replace the input embeddings
@@ -121,6 +137,7 @@ class StepPlan:
     drop_images: list[bytes] = field(default_factory=list)
     # Blocks to save to and restore from the host KV tier first (see kv_offload); None: nothing to move.
     kv_transfers: KVTransfers | None = None
+    pooling: list[PoolingChunk] = field(default_factory=list)  # rows of pooling requests, which sample nothing
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):

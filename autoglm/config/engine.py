@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from autoglm.config.pooling import PoolingConfig
 from autoglm.config.sources import ConfigError
 from autoglm.config.speculative import SpeculativeConfig
 
@@ -102,6 +103,7 @@ class EngineConfig:
     scheduler: SchedulerConfig
     parallel: ParallelConfig
     speculative: SpeculativeConfig | None  # None: speculative decoding is off
+    pooling: PoolingConfig = PoolingConfig()  # generate or pool, and how
 
     def for_model(self, checkpoint: str) -> EngineConfig:
         """These settings for another checkpoint, read with its own tokenizer (a server's other versions)."""

@@ -44,6 +44,7 @@ from autoglm.config.sources import (
     env_settings,
     read_settings_file,
 )
+from autoglm.config.pooling import PoolingConfig
 from autoglm.config.speculative import SpeculativeConfig, parse_speculative_config
 
 _Part = TypeVar("_Part")
@@ -416,6 +417,49 @@ class AutoGLMConfig(BaseModel):
             "DRAFT_FOLDER}; outputs are the same as without it. Unset: off."
         ),
         json_schema_extra={**_MODEL, "metavar": "JSON"},
+    )
+    runner: Literal["auto", "generate", "pooling"] = Field(
+        "auto",
+        description=(
+            "'generate' continues prompts; 'pooling' turns each prompt into a vector (embeddings, classifier logits, "
+            "relevance scores). 'auto' pools for a *ForSequenceClassification checkpoint, one whose folder holds "
+            "sentence-transformers' modules.json or 1_Pooling/config.json, or one whose config names an embedding "
+            "model, and when classifier_from_token is set; else it generates."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    pooling_type: Literal["LAST", "MEAN", "CLS"] | None = Field(
+        None,
+        description=(
+            "How a pooling model makes one vector of a prompt's hidden states: the last token's, their mean, or the "
+            "first token's. Unset: the checkpoint's 1_Pooling/config.json, else LAST. Classifiers always read the last."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    normalize: bool = Field(
+        True, description="Scale embeddings to unit length unless a request says otherwise.", json_schema_extra=_MODEL
+    )
+    classifier_from_token: tuple[str, ...] | None = Field(
+        None,
+        description=(
+            "Two tokens, such as 'no,yes': score a causal LM's pair as the logit of the second minus that of the "
+            "first at the prompt's last token (Qwen3-Reranker's form; the score is its sigmoid). Unset: off."
+        ),
+        json_schema_extra={**_MODEL, "metavar": "NO,YES"},
+    )
+    matryoshka_dimensions: tuple[int, ...] | None = Field(
+        None,
+        description=(
+            "Embedding sizes a request's `dimensions` may ask for (the first N values, then normalised). "
+            "Unset: the checkpoint config's matryoshka_dimensions; without either, `dimensions` is refused."
+        ),
+        json_schema_extra={**_MODEL, "metavar": "N,N"},
+    )
+    max_pooling_inputs: int = Field(
+        2048,
+        ge=1,
+        description="Most inputs one embeddings, score or rerank request may hold.",
+        json_schema_extra=_MODEL,
     )
     host: str = Field(
         "127.0.0.1",
@@ -941,6 +985,7 @@ class AutoGLMConfig(BaseModel):
             scheduler=_part(SchedulerConfig, self),
             parallel=_part(ParallelConfig, self),
             speculative=self.speculative_config,
+            pooling=_part(PoolingConfig, self),
         )
 
     def server_config(self) -> ServerConfig:
@@ -1016,6 +1061,28 @@ class AutoGLMConfig(BaseModel):
         if not value and info.field_name == "allowed_hosts":
             raise ValueError("an empty list would refuse every request; give names, '*' for any, or leave it unset")
         return tuple(value)
+
+    @field_validator("classifier_from_token", "matryoshka_dimensions", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        """A list, or one string of comma-separated items (as flags and environment variables give it)."""
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("classifier_from_token")
+    @classmethod
+    def _token_pair(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and len(value) != 2:
+            raise ValueError(f"expected two tokens, the 'no' one then the 'yes' one (such as 'no,yes'), got {len(value)}")
+        return value
+
+    @field_validator("matryoshka_dimensions")
+    @classmethod
+    def _positive_sizes(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or min(value) < 1):
+            raise ValueError("expected one or more embedding sizes of at least 1")
+        return value
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod

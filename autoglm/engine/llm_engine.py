@@ -28,6 +28,9 @@ from autoglm.engine.kv_offload.build import build_kv_offload
 from autoglm.engine.kernel_switch import KernelSwitch
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.output_processor import take_output
+from autoglm.engine.pooling.model_kind import engine_pools, pooling_model
+from autoglm.engine.pooling.pooled_prompt import PooledPrompt
+from autoglm.engine.pooling.requests import check_pooling_params, pooled_output, refuse_generation
 from autoglm.engine.request_state import CompletionState, RequestState
 from autoglm.engine.sched.fair_share import FairSharePolicy
 from autoglm.engine.sched.batch import ScheduledBatch
@@ -47,7 +50,8 @@ from autoglm.engine.step_result import SampledToken, StepResult, step_result
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use, wait_for_cpu_kernels
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.models.linear_method import CpuKernelLinearMethod, measure_row_limits
-from autoglm.outputs import RequestMetrics, RequestOutput
+from autoglm.outputs import PoolingRequestOutput, RequestMetrics, RequestOutput
+from autoglm.pooling_params import PoolingParams
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
@@ -85,6 +89,9 @@ class LLMEngine:
                                      self.block_manager, config.scheduler.max_abs_priority,
                                      ImageInputSpec.of(self.model_config))
         self.encoded_images = EncodedImages()  # the images the runner holds encoded
+        # What the model makes of a prompt where the engine pools (see autoglm.engine.pooling); None: it generates.
+        self.pooling_model = (pooling_model(config.pooling, self.model_path, self.model_config, self.tokenizer)
+                              if engine_pools(config.pooling, self.model_path, self.model_config) else None)
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
@@ -183,14 +190,20 @@ class LLMEngine:
         request, whose ``add_request`` then finds it cached."""
         self.grammars.compile(constraint)
 
-    def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
+    def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | PoolingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None) -> None:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed
-        (see :mod:`autoglm.engine.input_processor`).
+        (see :mod:`autoglm.engine.input_processor`). PoolingParams make it a pooling request, which a pooling
+        engine alone serves (and it serves no other).
 
         ``tenant`` is whom it is served for: its share of the engine among tenants, and the prefix
         cache it sees (None: the one implicit tenant, with the unsalted cache).
         """
+        if isinstance(params, PoolingParams):
+            self._add_pooling_request(request_id, prompt, params, arrival_time, priority, tenant)
+            return
+        if self.pooling_model is not None:
+            raise refuse_generation(self.pooling_model)
         params = params or SamplingParams()
         checked = self.inputs.process(request_id, prompt, params, priority, self.requests)
         token_ids, max_tokens = checked.token_ids, checked.max_tokens
@@ -219,6 +232,30 @@ class LLMEngine:
         if needs_synchronous_steps(params):
             self._synchronous_requests.add(request_id)
         self.scheduler.add(seqs[0])
+        self.prompt_tokens_total += len(token_ids)
+        self._idle_at_masks_done = None
+
+    def _add_pooling_request(self, request_id: str, prompt: Prompt, params: PoolingParams, arrival_time: float | None,
+                             priority: int, tenant: TenantTag | None) -> None:
+        """Queue a prompt-only sequence that samples nothing: its chunks are pooled as they are read, and it
+        finishes, freeing its blocks, with its prompt's last chunk. Its steps run one at a time (see
+        async_scheduling): it must finish before a next step would schedule it with nothing left to compute."""
+        check_pooling_params(self.pooling_model, params)
+        checked = self.inputs.process_pooling(request_id, prompt, params.truncate_prompt_tokens, priority,
+                                              self.requests)
+        token_ids, arrival = checked.token_ids, time.time() if arrival_time is None else arrival_time
+        sampling = SamplingParams()  # read by nothing: the sequence samples no token
+        seq = Sequence(request_id=request_id, index=0, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
+                       params=sampling, max_tokens=0, arrival_time=arrival, priority=priority, tenant=tenant,
+                       cache_salt=b"" if tenant is None else salt_bytes(tenant.salt),
+                       pooled=PooledPrompt(params, self.pooling_model))
+        self.requests[request_id] = RequestState(
+            request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=sampling,
+            metrics=RequestMetrics(arrival_time=arrival),
+            completions=[CompletionState(seq, IncrementalDetokenizer(self.tokenizer, [], sampling))],
+        )
+        self._synchronous_requests.add(request_id)
+        self.scheduler.add(seq)
         self.prompt_tokens_total += len(token_ids)
         self._idle_at_masks_done = None
 
@@ -298,7 +335,7 @@ class LLMEngine:
         return self.profiler
 
     # ---- the step -------------------------------------------------------------------
-    def step(self) -> list[RequestOutput]:
+    def step(self) -> list[RequestOutput | PoolingRequestOutput]:
         """Run one forward pass and return what each request hands out now (see RequestOutputKind).
 
         Under async scheduling the next step is launched before this one's tokens are read, and stays
@@ -458,6 +495,8 @@ class LLMEngine:
             state = self.requests[seq.request_id]
             state.prompt_logprobs.extend(entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
+        pooled = [self._pool(seq, part, starts_prompt, now) for seq, (part, starts_prompt) in result.pooled.items()
+                  if not seq.is_finished]
         for seq, drawn in result.sampled.items():
             if seq.is_finished:
                 continue
@@ -481,11 +520,25 @@ class LLMEngine:
         for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens):
             if slots and not seq.is_finished:
                 self.block_manager.release_lookahead(seq)
-        outputs = [output for state in touched.values() if (output := take_output(state)) is not None]
+        outputs = [*filter(None, pooled), *(output for state in touched.values()
+                                            if (output := take_output(state)) is not None)]
         for state in touched.values():
             if state.finished:
                 self._forget(state.request_id)
         return outputs
+
+    def _pool(self, seq: Sequence, part: torch.Tensor | None, starts_prompt: bool,
+              now: float) -> PoolingRequestOutput | None:
+        """Fold a chunk's share into a pooling sequence's vector; once its prompt is read, finish it (its blocks
+        freed now) and return its output."""
+        seq.pooled.add(part, starts_prompt)
+        if seq.num_computed_tokens < seq.num_prompt_tokens:
+            return None
+        state = self.requests[seq.request_id]
+        state.completions[0].finish_reason = "stop"
+        self.scheduler.finish(seq)
+        state.metrics.first_token_time = state.metrics.finished_time = now
+        return pooled_output(state)
 
     def _start_children(self, state: RequestState) -> None:
         """n > 1: queue the other completions now that the first has read the prompt; each takes

@@ -18,6 +18,7 @@ from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
 from autoglm.runner.kv_tiers.host_area import HostBlockArea
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
+from autoglm.runner.pooler import pool_chunks
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_output import ScoredPrompt, StepOutput
@@ -110,6 +111,8 @@ class ModelRunner:
             self.hidden_states_sink(plan, hidden)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
+        if plan.pooling:
+            output.pooled = pool_chunks(self.model, hidden, plan.pooling)
         if not logit_tokens:
             return PendingStepOutput(output)
         with profiler.phase(FORWARD), profiler.forward_part(LINEAR):

@@ -122,9 +122,9 @@ class BlockManager:
 
         They come from the prefix cache or, for an n > 1 completion, from the prompt blocks of
         the completion that read the prompt, whichever covers more (prefix caching may be off).
-        None while ``seq`` still has prompt positions to score: those must be computed.
+        None while ``seq`` still has prompt positions to score, or pools every position: those must be computed.
         """
-        if self._region_blocks is not None or seq.needs_prompt_logprobs:
+        if self._region_blocks is not None or seq.needs_prompt_logprobs or seq.pools_every_position:
             return []
         hits = self._cache_hits(seq) if self.enable_prefix_caching else []
         parent = seq.parent
