@@ -22,10 +22,13 @@ from autoglm.engine.input_processor import InputProcessor
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.native_memory import bound_onednn_primitive_cache
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput
+from autoglm.engine.pooling.model_kind import PoolingModel
 from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
 from autoglm.engine.tensor_parallel.worker_group import group_in_use
 from autoglm.engine.tokenize import Prompt
+from autoglm.outputs import PoolingRequestOutput
+from autoglm.pooling_params import PoolingParams
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -74,6 +77,12 @@ class EngineClient(Protocol):
     def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
                  arrival_time: float | None = None, observe: DeltaObserver | None = None,
                  tenant: TenantTag | None = None) -> AsyncIterator[IndexedOutput]: ...
+
+    async def encode(self, request_id: str, prompts: list[Prompt], pooling_params: PoolingParams, priority: int = 0,
+                     tenant: TenantTag | None = None) -> list[PoolingRequestOutput]: ...
+
+    @property
+    def pooling_model(self) -> PoolingModel | None: ...  # what a pooling engine's model makes; None: it generates
 
     def compile_grammar(self, constraint: StructuredOutputsParams) -> None: ...  # blocks: run it on a worker thread
 
