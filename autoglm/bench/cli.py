@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.batch.command import add_batch_command
+from autoglm.bench.embed.command import add_embed_command
 from autoglm.bench.images.command import add_images_command
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
 from autoglm.bench.kv_tiers.command import add_kv_tiers_command
@@ -34,7 +35,7 @@ BENCH_COMMANDS: list[Callable] = [add_make_model_command, add_throughput_command
                                   add_speculative_command, add_structured_command, add_quant_kernels_command,
                                   add_quant_accuracy_command, add_quant_memory_command,
                                   add_llamacpp_command, add_images_command, add_batch_command,
-                                  add_kv_tiers_command]
+                                  add_kv_tiers_command, add_embed_command]
 
 
 def add_bench_commands(subparsers) -> None:

@@ -131,6 +131,12 @@ def test_a_generation_model_refuses_embeddings_naming_the_models_that_pool(serve
     assert rerank.status_code == 400 and "does not pool" in error_of(rerank)["message"]
 
 
+def test_models_say_what_each_model_serves(embedding_server, reranker_server, server):
+    assert httpx.get(embedding_server.url + "/v1/models").json()["data"][0]["tasks"] == ["embed"]
+    assert httpx.get(reranker_server.url + "/v1/models").json()["data"][0]["tasks"] == ["classify", "score"]
+    assert httpx.get(server.url + "/v1/models").json()["data"][0]["tasks"] == ["generate"]
+
+
 def test_a_pooling_model_refuses_generation(embedding_server):
     response = httpx.post(embedding_server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 2})
     assert response.status_code == 400
