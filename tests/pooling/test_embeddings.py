@@ -120,3 +120,4 @@ def test_truncation_keeps_the_last_tokens(model_dir, reference):
     output = llm.embed(prompt, truncate_prompt_tokens=50, use_tqdm=False)[0]
     assert output.prompt_token_ids == prompt[-50:]
     assert_close(output.embedding, pooled(reference(prompt[-50:]), "LAST"), "the last 50 tokens")
+
