@@ -92,6 +92,9 @@ class LLMEngine:
         # What the model makes of a prompt where the engine pools (see autoglm.engine.pooling); None: it generates.
         self.pooling_model = (pooling_model(config.pooling, self.model_path, self.model_config, self.tokenizer)
                               if engine_pools(config.pooling, self.model_path, self.model_config) else None)
+        if self.pooling_model is not None and config.speculative is not None:
+            raise ValueError("speculative_config proposes tokens, and a pooling engine generates none: unset it, or "
+                             "set runner to 'generate'")
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())

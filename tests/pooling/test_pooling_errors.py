@@ -64,5 +64,8 @@ def test_settings_that_cannot_hold(tmp_path):
     causal = make_tiny_checkpoint("qwen3", tmp_path / "causal")
     assert_refused(ValueError, lambda: LLM(str(causal), classifier_from_token=["no", "yes"], max_context_len=64,
                                            kv_cache_memory="1MiB"), "'no'", "one token each")
+    assert_refused(ValueError, lambda: LLM(str(classifier), max_context_len=64, kv_cache_memory="1MiB",
+                                           speculative_config={"method": "ngram", "num_speculative_tokens": 2}),
+                   "speculative_config", "pooling engine")
     llm = LLM(str(classifier), max_context_len=64, kv_cache_memory="1MiB")
     assert_refused(InvalidRequestError, lambda: llm.embed("a", use_tqdm=False), "sequence classifier", "classify")
