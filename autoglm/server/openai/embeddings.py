@@ -21,10 +21,9 @@ router = APIRouter()
 
 @router.post("/v1/embeddings")
 async def embeddings(body: EmbeddingRequest, raw: Request, state: ServerState = State) -> Response:
-    params = PoolingParams(task="embed", dimensions=body.dimensions, truncate_prompt_tokens=body.truncate_prompt_tokens)
-
     async def work(served: ServedVersion, model: PoolingModel) -> PoolingWork:
-        return PoolingWork(embedding_inputs(body.input), params)
+        return PoolingWork(embedding_inputs(body.input), PoolingParams(
+            task="embed", dimensions=body.dimensions, truncate_prompt_tokens=body.truncate_prompt_tokens))
 
     def respond(answer: PooledAnswer) -> EmbeddingResponse:
         data = [EmbeddingData(index=index, embedding=encoded(output.outputs.data, body.encoding_format))

@@ -101,6 +101,8 @@ def test_rerank_and_score_of_a_sequence_classifier(reranker_server):
     ("/v1/embeddings", {"input": list(range(3, 80))}, "maximum context length"),
     ("/v1/embeddings", {"input": "Hello", "dimensions": 8}, "dimensions must be one of 16"),
     ("/v1/embeddings", {"input": "Hello", "encoding_format": "hex"}, "encoding_format"),
+    ("/v1/embeddings", {"input": "Hello", "dimensions": 0}, "dimensions must be a whole number of at least 1"),
+    ("/v1/embeddings", {"input": "Hello", "truncate_prompt_tokens": 0}, "truncate_prompt_tokens must be -1"),
     ("/v1/embeddings", {"input": "Hello", "colour": 1}, "colour"),
     ("/v1/embeddings", {"input": "Hello", "model": "other"}, "other"),
     ("/v1/score", {"text_1": ["a", "b"], "text_2": ["c", "d", "e"]}, "text_1 has 2"),
