@@ -36,6 +36,14 @@ def _as_prompt_list(prompts: Prompt | SequenceABC[Prompt]) -> list[Prompt]:
     return prompts
 
 
+def _priorities(priority: SequenceABC[int] | None, num_prompts: int) -> list[int]:
+    """One priority per prompt; none given: 0 for each."""
+    priorities = list(priority) if priority is not None else [0] * num_prompts
+    if len(priorities) != num_prompts:
+        raise InvalidRequestError(f"got {len(priorities)} priorities for {num_prompts} prompts; give one per prompt")
+    return priorities
+
+
 class LLM:
     """Runs batches of prompts to completion through one :class:`LLMEngine`.
 
@@ -92,11 +100,7 @@ class LLM:
                 raise InvalidRequestError(
                     f"got {len(params_list)} SamplingParams for {len(prompt_list)} prompts; give one, or one per prompt"
                 )
-        priorities = list(priority) if priority is not None else [0] * len(prompt_list)
-        if len(priorities) != len(prompt_list):
-            raise InvalidRequestError(
-                f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt"
-            )
+        priorities = _priorities(priority, len(prompt_list))
         final_only = [replace(params, output_kind=RequestOutputKind.FINAL_ONLY) for params in params_list]
         return self._run(prompt_list, final_only, priorities, use_tqdm, "generate")
 
@@ -110,13 +114,9 @@ class LLM:
         """Pool every prompt into one vector (see :class:`PoolingParams`); outputs come back in input order.
         Needs a pooling model: one that embeds, classifies or scores (the ``runner`` setting)."""
         prompt_list = _as_prompt_list(prompts)
-        priorities = list(priority) if priority is not None else [0] * len(prompt_list)
-        if len(priorities) != len(prompt_list):
-            raise InvalidRequestError(
-                f"got {len(priorities)} priorities for {len(prompt_list)} prompts; give one per prompt"
-            )
         params = pooling_params or PoolingParams()
-        return self._run(prompt_list, [params] * len(prompt_list), priorities, use_tqdm, params.task)
+        return self._run(prompt_list, [params] * len(prompt_list), _priorities(priority, len(prompt_list)), use_tqdm,
+                         params.task)
 
     def embed(self, prompts: Prompt | SequenceABC[Prompt], pooling_params: PoolingParams | None = None,
               truncate_prompt_tokens: int | None = None,
