@@ -61,6 +61,8 @@ def test_settings_that_cannot_hold(tmp_path):
     classifier = make_classifier_checkpoint("qwen2", tmp_path / "classifier")
     assert_refused(ValueError, lambda: LLM(str(classifier), runner="generate", max_context_len=64,
                                            kv_cache_memory="1MiB"), "cannot generate", "'pooling'")
+    assert_refused(ValueError, lambda: LLM(str(classifier), classifier_from_token=["n", "y"], max_context_len=64,
+                                           kv_cache_memory="1MiB"), "classifier head")
     causal = make_tiny_checkpoint("qwen3", tmp_path / "causal")
     assert_refused(ValueError, lambda: LLM(str(causal), classifier_from_token=["no", "yes"], max_context_len=64,
                                            kv_cache_memory="1MiB"), "'no'", "one token each")

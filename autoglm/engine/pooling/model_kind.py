@@ -89,6 +89,9 @@ def pooling_model(config: PoolingConfig, model_path: Path, model_config: ModelCo
     """What the pooling engine's model makes of a prompt, from the settings, then the checkpoint."""
     matryoshka = config.matryoshka_dimensions or _matryoshka(model_path)
     if config.classifier_from_token is not None:
+        if model_config.architecture in SEQUENCE_CLASSIFIERS:
+            raise ValueError(f"classifier_from_token scores a causal LM by two of its vocabulary's logits, but "
+                             f"{model_config.architecture} has a classifier head instead: unset it")
         pair = tuple(_single_token_id(tokenizer, token) for token in config.classifier_from_token)
         return PoolingModel("token_pair", "LAST", False, 1, pair)
     if model_config.architecture in SEQUENCE_CLASSIFIERS:
