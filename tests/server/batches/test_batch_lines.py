@@ -69,7 +69,8 @@ def test_a_repeated_custom_id_stays_its_first_lines_and_the_repeat_is_named_by_i
 
 
 def test_every_supported_endpoint_is_refused_as_not_served_until_the_app_mounts_it():
-    assert set(BATCH_ENDPOINTS) == {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses"}
+    assert set(BATCH_ENDPOINTS) == {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses",
+                                    "/v1/embeddings"}
     for endpoint in ("/v1/messages", "/v1/responses"):
         refused = refusal({**chat_line("a"), "url": endpoint})["error"]
         assert refused["code"] == "unsupported_endpoint"

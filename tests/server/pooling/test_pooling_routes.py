@@ -11,6 +11,7 @@ import torch
 
 from autoglm import LLM
 from tests.pooling.checkpoints import make_classifier_checkpoint, make_embedding_checkpoint
+from tests.server.batches.batch_files import file_lines, upload, wait_for_end
 from tests.server.live_server import start_server
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Hello world!", "To be, or not to be"]
@@ -113,6 +114,19 @@ def test_bad_input_is_a_400_naming_it(embedding_server, route, body, phrase):
     response = httpx.post(embedding_server.url + route, json=body)
     assert response.status_code in (400, 404), response.text
     assert phrase in error_of(response)["message"], error_of(response)
+
+
+def test_a_batch_of_embedding_lines(embedding_server, offline):
+    client = embedding_server.openai()
+    lines = [{"custom_id": f"line-{index}", "method": "POST", "url": "/v1/embeddings",
+              "body": {"model": "tiny-embed", "input": text}} for index, text in enumerate(TEXTS)]
+    batch = client.batches.create(input_file_id=upload(client, lines).id, endpoint="/v1/embeddings",
+                                  completion_window="24h")
+    ended = wait_for_end(client, batch.id)
+    assert ended.status == "completed" and ended.request_counts.completed == len(TEXTS)
+    answers = {line["custom_id"]: line["response"]["body"] for line in file_lines(client, ended.output_file_id)}
+    for index, reference in enumerate(offline.embed(TEXTS, use_tqdm=False)):
+        assert answers[f"line-{index}"]["data"][0]["embedding"] == pytest.approx(reference.embedding, abs=1e-5)
 
 
 def test_truncation_instead_of_refusal(embedding_server, offline):
