@@ -48,8 +48,8 @@ def test_each_problem_of_a_line_is_refused_with_its_code_and_a_message_naming_it
     cases = {
         "unknown_parameter": ({**chat_line("a"), "header": {}}, "unknown field 'header'"),
         "invalid_method": ({**chat_line("a"), "method": "GET"}, "method must be \"POST\", got 'GET'"),
-        "invalid_url": ({**chat_line("a"), "url": "/v1/embeddings"},
-                        "url '/v1/embeddings' is not an endpoint a batch may name; allowed: /v1/chat/completions, "
+        "invalid_url": ({**chat_line("a"), "url": "/v1/moderations"},
+                        "url '/v1/moderations' is not an endpoint a batch may name; allowed: /v1/chat/completions, "
                         "/v1/completions"),
         "invalid_body": ({**chat_line("a"), "body": "Hi"}, "body must be a JSON object"),
         "stream_unsupported": (chat_line("a", stream=True), "a batch line cannot stream"),
