@@ -91,6 +91,7 @@ class ParallelConfig:
     tensor_parallel_size: int
     distributed_backend: str
     enable_expert_parallel: bool = False  # a mixture-of-experts model's ranks hold shares of its experts whole
+    pipeline_parallel_size: int = 1  # stages of the decoder's layers, each on tensor_parallel_size ranks
 
 
 @dataclass(frozen=True)

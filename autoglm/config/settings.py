@@ -358,6 +358,17 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
+    pipeline_parallel_size: int = Field(
+        1, ge=1,
+        description=(
+            "Pipeline stages the decoder's layers are split into, in contiguous runs (the first stages take one more "
+            "where the stages do not divide the layers), each on tensor_parallel_size ranks of its own; this process "
+            "is the last stage, which samples. Each stage loads and caches its own layers only, and the engine keeps "
+            "one batch per stage in flight. At most the model's layer count; not with speculative decoding or a "
+            "model that takes images."
+        ),
+        json_schema_extra=_DEVICE,
+    )
     # Declared after tensor_parallel_size: its validator reads that already-validated value.
     enable_expert_parallel: bool = Field(
         False,
@@ -371,7 +382,8 @@ class AutoGLMConfig(BaseModel):
     )
     distributed_backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto",
-        description="How tensor-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo otherwise), "
+        description="How tensor- and pipeline-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo "
+                    "otherwise), "
                     "'gloo' (CPU, or CUDA through host copies) or 'nccl' (CUDA only).",
         json_schema_extra=_DEVICE,
     )

@@ -31,6 +31,7 @@ from autoglm.engine.output_processor import take_output
 from autoglm.engine.pooling.model_kind import engine_pools, pooling_model
 from autoglm.engine.pooling.pooled_prompt import PooledPrompt
 from autoglm.engine.pooling.requests import check_pooling_params, pooled_output, refuse_generation
+from autoglm.engine.pipeline_parallel.microbatches import Microbatches, seqs_per_microbatch
 from autoglm.engine.request_state import CompletionState, RequestState
 from autoglm.engine.sched.fair_share import FairSharePolicy
 from autoglm.engine.sched.batch import ScheduledBatch
@@ -98,11 +99,15 @@ class LLMEngine:
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
+        num_stages = config.parallel.pipeline_parallel_size
         self.scheduler = Scheduler(
             self.block_manager, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
             config.scheduler.enable_chunked_prefill, self.fair_share, config.scheduler.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
+            max_seqs_per_step=seqs_per_microbatch(config.scheduler.max_num_seqs, num_stages),
         )
+        self._microbatches = Microbatches(num_stages)  # launched, not read yet (pipeline parallelism)
+        self.scheduler.in_flight = self._microbatches.seqs
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
         self.request_seeds = random.Random(config.model.seed)
@@ -349,7 +354,7 @@ class LLMEngine:
         """
         isolated = self.scheduler.isolated_request = self.isolation.isolated
         generated = self._num_generated(isolated)
-        if self._in_flight is None and self.kernel_switch.pending \
+        if self._in_flight is None and not self._microbatches and self.kernel_switch.pending \
                 and self.kernel_switch.at_step_boundary(self._begun_requests()):
             self._prepare_kernels()
         try:
@@ -398,6 +403,7 @@ class LLMEngine:
         """Every running sequence computes its KV again from the start, the failed step (and any step in
         flight after it) forgotten; the ids of their requests, in order."""
         self._in_flight = None
+        self._microbatches.drain()
         self.encoded_images.forget_all()
         requeued = self.scheduler.requeue_running()
         for seq in requeued:
@@ -411,6 +417,8 @@ class LLMEngine:
         return list(dict.fromkeys(seq.request_id for seq in requeued if seq.request_id in self.requests))
 
     def _step(self) -> list[RequestOutput]:
+        if self._microbatches.depth > 1:
+            return self._pipelined_step()
         with self.profiler.step():
             current, self._in_flight = self._in_flight, None
             if current is None:
@@ -428,6 +436,21 @@ class LLMEngine:
                 self._in_flight.advance()
                 if self._in_flight.is_void:  # every row's sequence finished meanwhile: nothing left to read
                     self._in_flight = None
+            return outputs
+
+    def _pipelined_step(self) -> list[RequestOutput]:
+        """Launch steps until one per pipeline stage is in flight (or none more can be scheduled), then read the
+        oldest: meanwhile the stages before the last run the newer ones (see ``pipeline_parallel``)."""
+        with self.profiler.step():
+            masks_done = self.grammars.workers.num_done
+            while not self._microbatches.full and (launched := self._launch(previous=None)) is not None:
+                launched.advance()
+                self._microbatches.push(launched)
+            self._idle_at_masks_done = None if self._microbatches else masks_done
+            if not self._microbatches:
+                return []
+            outputs = self._complete(self._microbatches.pop())
+            self._last_step_s = time.perf_counter() - self._scheduled_at
             return outputs
 
     def _overlaps(self) -> bool:

@@ -10,6 +10,7 @@ from torch import nn
 
 from autoglm.attention import Attention, AttentionBackend, ForwardContext, select_attention_backend
 from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
+from autoglm.distributed.pipeline_state import pipeline_stage
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear import Linear
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
@@ -111,6 +112,8 @@ class ModelRunner:
             self.hidden_states_sink(plan, hidden)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
+        if not pipeline_stage().is_last:  # a stage before the last has sent its stream on
+            return PendingStepOutput(output)
         if plan.pooling:
             output.pooled = pool_chunks(self.model, hidden, plan.pooling)
         if not logit_tokens:
