@@ -73,7 +73,10 @@ class WorkerGroup:
         if _member is not None:
             logger.info("a new tensor-parallel engine replaces the one before it in this process; that one is closed")
             _member.close(replaced=True)
-        context = multiprocessing.get_context("spawn")
+        # A fork server that imported the worker's modules once starts each later engine's workers in a moment,
+        # where a spawned interpreter would import torch again every time.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["autoglm.engine.tensor_parallel.worker"])
         processes, lifelines = [], []
         ranks = [rank for rank in range(settings.world_size) if rank != engine_rank(settings)]
         for rank in ranks:
