@@ -1,6 +1,6 @@
 """Two pipeline stages on gloo give transformers' greedy tokens, log-probs within 1e-5, for every dense
 architecture, with prompts read in chunks, prefix-cache hits and preemption in the mix, and two batches
-in the pipe at once."""
+in the pipe at once; and so do two stages of two tensor-parallel ranks each."""
 from __future__ import annotations
 
 import pytest
@@ -15,6 +15,7 @@ NUM_LAYERS = 4  # two a stage
 BLOCK_SIZE = 16
 POOL_BLOCKS = 12  # fewer than the eight prompts need at once: some are preempted
 LOGPROB_TOLERANCE = 1e-5
+TENSOR_PARALLEL_TOLERANCE = 1e-4
 HEAD_DIM = 16
 
 
@@ -24,12 +25,12 @@ def stage_kv_bytes(num_blocks: int) -> int:
     return num_blocks * per_layer * NUM_LAYERS // STAGES
 
 
-def assert_matches(outputs, reference) -> None:
+def assert_matches(outputs, reference, tolerance: float = LOGPROB_TOLERANCE) -> None:
     for i, output in enumerate(outputs):
         completion = output.outputs[0]
         assert completion.token_ids == reference.token_ids[i], f"prompt {i}: tokens differ from transformers"
         got = [next(iter(position.values())).logprob for position in completion.logprobs]
-        assert got == pytest.approx(reference.logprobs[i], abs=LOGPROB_TOLERANCE), f"prompt {i}: log-probs"
+        assert got == pytest.approx(reference.logprobs[i], abs=tolerance), f"prompt {i}: log-probs"
 
 
 def record_depth(llm: LLM) -> list[int]:
@@ -64,3 +65,19 @@ def test_two_stages_match_transformers_through_chunks_prefix_hits_and_preemption
     assert max(depths) == STAGES
     assert_matches(first, reference)
     assert_matches(second, reference)
+
+
+@pytest.mark.timeout(300)
+def test_two_stages_of_two_tensor_parallel_ranks_match_transformers(tmp_path, restored_threads):
+    """Four processes: each stage's heads split between its two ranks, whose partial sums add up in another order
+    than one process's (the tensor-parallel tolerance)."""
+    model_dir = make_tiny_checkpoint("llama", tmp_path / "llama", num_hidden_layers=NUM_LAYERS)
+    prompts = parity_prompts()[:4]
+    reference = greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
+    params = SamplingParams(temperature=0.0, max_tokens=NUM_NEW_TOKENS, ignore_eos=True, logprobs=0)
+    with LLM(model=str(model_dir), dtype="float32", pipeline_parallel_size=STAGES, tensor_parallel_size=2,
+             max_num_batched_tokens=16, block_size=BLOCK_SIZE, kv_cache_memory=stage_kv_bytes(POOL_BLOCKS) // 2) as llm:
+        assert llm.engine.block_manager.num_blocks == POOL_BLOCKS
+        assert len(llm.engine._workers.pids) == 3
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+    assert_matches(outputs, reference, TENSOR_PARALLEL_TOLERANCE)
