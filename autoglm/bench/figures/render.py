@@ -13,7 +13,8 @@ from typing import Any
 
 from autoglm.bench.batch import report as batch_report
 from autoglm.bench.figures import (batch_tables, embed_tables, glance_tables, image_tables, kv_tier_tables,
-                                   llamacpp_tables, quantization_tables, structured_tables, tables, tenant_tables)
+                                   llamacpp_tables, pipeline_tables, quantization_tables, structured_tables, tables,
+                                   tenant_tables)
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.results import quantities as q
 from autoglm.bench.results.machine import describe_machine
@@ -62,6 +63,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "batch": batch_tables.batch,
     "kv-tiers": kv_tier_tables.kv_tiers,
     "embed": embed_tables.embed,
+    "pipeline": pipeline_tables.pipeline,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.
 INLINE: dict[str, tuple[Callable[..., Any], str]] = {
