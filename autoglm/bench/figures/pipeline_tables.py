@@ -17,7 +17,7 @@ def pipeline(results: ResultsFile) -> str:
             for side in document["sides"]]
     rows[-1][-1] += f" ({bold(f'{report.throughput_ratio(document):.2f}x')})"
     load = (f"{settings['num_prompts']} greedy requests of {settings['input_len']} prompt tokens and "
-            f"{settings['output_len']} output tokens, all at once; the same tokens on both: "
-            f"{'yes' if document['same_tokens'] else 'no'}")
+            f"{settings['output_len']} output tokens, all at once; each engine's quickest of {settings['rounds']} "
+            f"alternate rounds; the same tokens on both: {'yes' if document['same_tokens'] else 'no'}")
     return (caption(results) + markdown_table(["engine", "processes x torch threads", "time", "output tok/s",
                                                "total tok/s"], rows) + f"\n\n{load}.\n")

@@ -1,9 +1,10 @@
 """``autoglm bench pp``: its options, and a run from a model to a summary and one results file.
 
-The same greedy requests, all submitted at once, run through one engine process and then through an
-engine of --stages pipeline stages (one process each) on the same machine, one after the other, each
-after a warm-up round. On one machine the stages share its cores and add a hand-over per stage and
-step, so the pipeline loses throughput here: it is for models larger than one device's memory.
+The same greedy requests, all submitted at once, run through one engine process with every core and
+through an engine of --stages pipeline stages (one process each, with its share of the cores) on the
+same machine, in alternate rounds; each engine is quoted by its quickest round. On one machine the
+stages share its cores and add a hand-over per stage and step: the pipeline is for models larger than
+one device's memory, not for speed here.
 """
 from __future__ import annotations
 
@@ -34,5 +35,7 @@ def add_pipeline_command(subparsers) -> None:
                       help="prompt tokens of every request (default: %(default)s)")
     load.add_argument("--output-len", type=positive_int, default=32,
                       help="tokens every request decodes (default: %(default)s)")
+    load.add_argument("--rounds", type=positive_int, default=3,
+                      help="measured rounds of each engine, alternating (default: %(default)s)")
     add_results_and_engine_settings(parser, "also write the settings and every figure to this file")
     parser.set_defaults(handler=_pipeline)

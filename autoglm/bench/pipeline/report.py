@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from autoglm.bench.pipeline.measure import PipelineRun
 
 # Options copied as they are into the settings of --output-json.
-RECORDED_OPTIONS = ("stages", "num_prompts", "input_len", "output_len")
+RECORDED_OPTIONS = ("stages", "num_prompts", "input_len", "output_len", "rounds")
 
 
 def throughput_ratio(document: dict[str, Any]) -> float:
@@ -22,7 +22,8 @@ def throughput_ratio(document: dict[str, Any]) -> float:
 
 def summary_lines(document: dict[str, Any]) -> list[str]:
     lines = [f"{side['num_stages']} stage(s), {side['torch_threads']} torch thread(s) a process: "
-             f"{side['output_tokens_per_s']:,.1f} output tok/s, {side['total_tokens_per_s']:,.1f} total tok/s"
+             f"{side['output_tokens_per_s']:,.1f} output tok/s, {side['total_tokens_per_s']:,.1f} total tok/s "
+             f"(quickest of rounds of {', '.join(f'{seconds:.1f}' for seconds in side['rounds_s'])} s)"
              for side in document["sides"]]
     same = "the same greedy tokens" if document["same_tokens"] else "DIFFERENT tokens"
     return [*lines, f"the pipeline runs at {throughput_ratio(document):.2f}x one process's rate, with {same}"]
