@@ -74,9 +74,11 @@ def run_pipeline_bench(args: argparse.Namespace) -> PipelineRun:
     cores = torch.get_num_threads() if config.num_threads is None else config.num_threads
     share = rank_threads(config.num_threads, GroupSettings("gloo", "", args.stages, "cpu"))
     engines = []
-    for num_stages in (args.stages, 1):  # the pipeline claims its process's threads; one process asks none
+    # One process's engine first: a pipeline's stage is its process's from the moment it joins, and every model
+    # built after it would be built as that stage.
+    for num_stages in (1, args.stages):
         llm = bench_llm(config.model_copy(update={"pipeline_parallel_size": num_stages}))
-        engines.insert(0, _Engine(llm, num_stages, cores if num_stages == 1 else share, []))
+        engines.append(_Engine(llm, num_stages, cores if num_stages == 1 else share, []))
     try:
         rng = random.Random(PROMPT_SEED)
         token_ids = prompt_token_ids(engines[0].llm.engine)
