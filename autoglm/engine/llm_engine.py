@@ -4,6 +4,7 @@ Both the offline :class:`autoglm.llm.LLM` and the HTTP server drive this class.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -146,12 +147,15 @@ class LLMEngine:
         return cls(config)
 
     def close(self) -> None:
-        """Stop the tensor-parallel workers, if any, and the mask threads, and write the host KV tier's blocks to the
-        disk tier, if any; the engine cannot step after this."""
+        """Stop the tensor- or pipeline-parallel workers, if any, and the mask threads, and write the host KV tier's
+        blocks to the disk tier, if any; the engine cannot step after this. Steps still in a pipeline are run
+        through first, so that every rank is free to read its stop."""
         self.grammars.workers.close()
         if self.kv_offload is not None:
             self.kv_offload.persist()
         if self._stop_workers is not None:
+            with contextlib.suppress(EngineBrokenError):
+                self._microbatches.drain()
             self._stop_workers()
 
     def wait_for_cpu_kernels(self) -> None:

@@ -46,4 +46,6 @@ def held_weights(model: nn.Module,
                  weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
     """The checkpoint tensors of ``model``'s own parts: those under a placeholder are passed over."""
     elsewhere = tuple(f"{name}." for name, module in model.named_modules() if isinstance(module, OnAnotherStage))
-    return ((name, tensor) for name, tensor in weights if not name.startswith(elsewhere)) if elsewhere else iter(weights)
+    if not elsewhere:
+        return iter(weights)
+    return ((name, tensor) for name, tensor in weights if not name.startswith(elsewhere))

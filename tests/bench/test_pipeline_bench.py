@@ -17,8 +17,8 @@ def document() -> dict:
               "output_tokens_per_s": 25.0, "total_tokens_per_s": 100.0, "rounds_s": [4.5, 4.0]},
              {"num_stages": 2, "torch_threads": 1, "elapsed_s": 5.0, "prompt_tokens": 300, "output_tokens": 100,
               "output_tokens_per_s": 20.0, "total_tokens_per_s": 80.0, "rounds_s": [5.0, 6.0]}]
-    return {"settings": {"stages": 2, "num_prompts": 4, "input_len": 75, "output_len": 25, "rounds": 2}, "machine": MACHINE,
-            "sides": sides, "same_tokens": True}
+    settings = {"stages": 2, "num_prompts": 4, "input_len": 75, "output_len": 25, "rounds": 2}
+    return {"settings": settings, "machine": MACHINE, "sides": sides, "same_tokens": True}
 
 
 def test_the_ratio_is_the_pipelines_total_rate_over_one_process():

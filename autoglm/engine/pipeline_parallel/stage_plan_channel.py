@@ -30,11 +30,9 @@ class StagePlanChannel:
         self._send_all(header, payload)
 
     def send_stop(self) -> None:
-        """Tell every worker to leave its loop; waits until each has the message."""
+        """Tell every worker to leave its loop, without waiting: the worker group waits for the workers to exit,
+        and ends those that do not (a rank that waits for a step the engine dropped never reads its stop)."""
         self._send_all(Header(MessageKind.STOP).to_tensor())
-        for work, _ in self._sends:
-            work.wait()
-        self._sends.clear()
 
     def receive(self) -> StepPlan | None:
         """The next plan; None once the engine has sent stop."""

@@ -2,8 +2,9 @@
 
 It joins the group, loads its shard of the model (under pipeline parallelism, of its stage's layers) and the
 KV cache of its heads, then runs every plan the engine sends, exactly as the engine's rank runs it, until the
-engine says stop. Its outputs are discarded: the engine's rank's are the step's. It never outlives the engine's process: a thread waits on a
-pipe whose other end only that process holds, and ends the worker when the pipe closes.
+engine says stop. Its outputs are discarded: the engine's rank's are the step's. It never outlives the
+engine's process: a thread waits on a pipe whose other end only that process holds, and ends the worker
+when the pipe closes.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import pytest
 
 from autoglm import LLM, SamplingParams
 from tests.engine.reference import greedy_reference, parity_prompts
-from tests.engine.test_parity import NUM_NEW_TOKENS
+from tests.engine.tensor_parallel.test_engine_lifecycle import gone
 from tests.tiny_models import TINY_ARCHITECTURES, TINY_SHAPE, make_tiny_checkpoint
 
 STAGES = 2
@@ -15,6 +15,7 @@ NUM_LAYERS = 4  # two a stage
 BLOCK_SIZE = 16
 POOL_BLOCKS = 12  # fewer than the eight prompts need at once: some are preempted
 LOGPROB_TOLERANCE = 1e-5
+NUM_NEW_TOKENS = 16  # with the longest prompts, past the pool: some sequences are preempted
 TENSOR_PARALLEL_TOLERANCE = 1e-4
 HEAD_DIM = 16
 
@@ -70,7 +71,7 @@ def test_two_stages_match_transformers_through_chunks_prefix_hits_and_preemption
 @pytest.mark.timeout(300)
 def test_two_stages_of_two_tensor_parallel_ranks_match_transformers(tmp_path, restored_threads):
     """Four processes: each stage's heads split between its two ranks, whose partial sums add up in another order
-    than one process's (the tensor-parallel tolerance)."""
+    than one process's (the tensor-parallel tolerance). Closed with a step in the pipe, every stage still stops."""
     model_dir = make_tiny_checkpoint("llama", tmp_path / "llama", num_hidden_layers=NUM_LAYERS)
     prompts = parity_prompts()[:4]
     reference = greedy_reference(model_dir, prompts, NUM_NEW_TOKENS)
@@ -78,6 +79,12 @@ def test_two_stages_of_two_tensor_parallel_ranks_match_transformers(tmp_path, re
     with LLM(model=str(model_dir), dtype="float32", pipeline_parallel_size=STAGES, tensor_parallel_size=2,
              max_num_batched_tokens=16, block_size=BLOCK_SIZE, kv_cache_memory=stage_kv_bytes(POOL_BLOCKS) // 2) as llm:
         assert llm.engine.block_manager.num_blocks == POOL_BLOCKS
-        assert len(llm.engine._workers.pids) == 3
+        workers = llm.engine._workers.pids
+        assert len(workers) == 3
         outputs = llm.generate(prompts, params, use_tqdm=False)
+        for index, prompt in enumerate(prompts):  # closed below with a step still in the pipe
+            llm.engine.add_request(f"left-{index}", prompt, params)
+        llm.engine.step()
+        assert len(llm.engine._microbatches) == 1
+    assert all(gone(worker) for worker in workers)
     assert_matches(outputs, reference, TENSOR_PARALLEL_TOLERANCE)
