@@ -96,14 +96,15 @@ class TensorParallelGroupInUse(RuntimeError):
 def engine_builder(config: EngineConfig) -> EngineBuilder:
     """An engine of `config`'s model, built when called.
 
-    A process holds one tensor-parallel group, and a new tensor-parallel engine closes the one before
+    A process holds one tensor- or pipeline-parallel group, and a new parallel engine closes the one before
     it (what a script replacing its ``LLM`` wants); a server loading another version beside the one it
     serves must not, so the build is refused instead.
     """
     def build() -> LLMEngine:
-        if config.parallel.tensor_parallel_size > 1 and group_in_use():
+        parallel = config.parallel
+        if parallel.tensor_parallel_size * parallel.pipeline_parallel_size > 1 and group_in_use():
             raise TensorParallelGroupInUse(
-                "this server already runs a tensor-parallel engine, and a process holds one tensor-parallel "
+                "this server already runs a tensor- or pipeline-parallel engine, and a process holds one such "
                 "group: unload that version first, or serve this one from a server of its own")
         return LLMEngine(config)
 
