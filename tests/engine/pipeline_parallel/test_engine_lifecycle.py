@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 
 import pytest
 
@@ -85,11 +86,12 @@ def test_a_dead_stage_breaks_the_engine_for_good_and_says_which(two_stages):
     """Last: it kills the module's engine."""
     (worker,) = two_stages.engine._workers.pids
     heard: list[EngineBrokenError] = []
-    two_stages.engine.notify_when_broken(heard.append)
+    told = threading.Event()  # the listener may run on the watching thread, after the step has raised
+    two_stages.engine.notify_when_broken(lambda error: (heard.append(error), told.set()))
     os.kill(worker, signal.SIGKILL)
     with pytest.raises(EngineBrokenError, match=r"pipeline stage 0 \(rank 0\) .* exited"):
         two_stages.generate(PROMPTS, PARAMS, use_tqdm=False)
     with pytest.raises(EngineBrokenError, match="must be restarted"):
         two_stages.generate(PROMPTS, PARAMS, use_tqdm=False)
-    assert heard and "pipeline stage 0" in str(heard[0])
+    assert told.wait(HANG_S) and "pipeline stage 0" in str(heard[0])
     assert gone(worker)
