@@ -166,7 +166,8 @@ def _start_workers(config: EngineConfig, device: torch.device) -> WorkerGroup:
                               parallel.tensor_parallel_size * parallel.pipeline_parallel_size,
                               parallel.enable_expert_parallel)
     settings = replace(settings, pipeline_parallel_size=parallel.pipeline_parallel_size)
-    logger.info("starting %d workers: %d pipeline stages of %d tensor-parallel ranks (%s%s)", settings.world_size - 1,
+    logger.info("starting %d worker process(es): %d pipeline stage(s) of %d tensor-parallel rank(s) (%s%s)",
+                settings.world_size - 1,
                 parallel.pipeline_parallel_size, parallel.tensor_parallel_size, settings.backend,
                 ", experts shared out whole" if settings.expert_parallel else "")
     return WorkerGroup.start(config, settings)

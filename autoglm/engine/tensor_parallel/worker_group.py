@@ -115,7 +115,7 @@ class WorkerGroup:
         while joiner.is_alive():
             joiner.join(JOIN_POLL_S)
             if joiner.is_alive() and (dead := self._dead_worker()) is not None:
-                raise EngineBrokenError(f"could not start tensor parallelism: {dead}")
+                raise EngineBrokenError(f"could not start the engine's workers: {dead}")
         if isinstance(joined[0], BaseException):
             raise joined[0]
         self._channel = joined[0]
