@@ -8,6 +8,7 @@ from autoglm.config import EngineConfig
 from autoglm.engine.kv_offload.offload_index import KVOffload
 from autoglm.engine.kv_offload.tier_identity import TierIdentity
 from autoglm.engine.setup import EngineParts
+from autoglm.engine.pipeline_parallel.pipeline_runner import PipelineRunner
 from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
 from autoglm.runner.kv_cache import bytes_per_block
 from autoglm.runner.kv_tiers.block_file import block_file_bytes
@@ -19,15 +20,15 @@ logger = logging.getLogger(__name__)
 
 
 def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | None:
-    """The tiers below the pool, attached to the runner (and, under tensor parallelism, to every worker's, each a
-    host tier of its own heads); None when ``kv_offload_bytes`` is 0. A ValueError names a setting that cannot work
+    """The tiers below the pool, attached to the runner (and, under tensor or pipeline parallelism, to every
+    worker's, each a host tier of its own heads or layers); None when ``kv_offload_bytes`` is 0. A ValueError names a setting that cannot work
     with the others."""
     cache = config.cache
     if cache.kv_offload_bytes == 0:
         if cache.kv_disk_path is not None:
             raise ValueError("kv_disk_path needs kv_offload_bytes above 0: blocks reach the disk through the host tier")
         return None
-    runner = parts.runner.runner if isinstance(parts.runner, TensorParallelRunner) else parts.runner
+    runner = parts.runner.runner if isinstance(parts.runner, (TensorParallelRunner, PipelineRunner)) else parts.runner
     block_bytes = bytes_per_block(runner.model, cache.block_size, parts.dtype, runner.kv_pool.format)  # every rank's
     num_slots = cache.kv_offload_bytes // block_bytes
     refusal = _refusal(config, block_bytes, num_slots)
@@ -66,9 +67,11 @@ def _refusal(config: EngineConfig, block_bytes: int, num_slots: int) -> str | No
     if speculative is not None and speculative.method != "ngram":
         return (f"speculative method {speculative.method!r} keeps KV of its own, which the tiers do not restore: "
                 "with kv_offload_bytes use method 'ngram', or no speculative decoding")
-    if cache.kv_disk_path is not None and config.parallel.tensor_parallel_size > 1:
-        return (f"the disk tier runs in one process for now: kv_disk_path needs tensor_parallel_size 1, got "
-                f"{config.parallel.tensor_parallel_size} (kv_offload_bytes alone works on every rank)")
+    parallel = config.parallel
+    if cache.kv_disk_path is not None and parallel.tensor_parallel_size * parallel.pipeline_parallel_size > 1:
+        return (f"the disk tier runs in one process for now: kv_disk_path needs tensor_parallel_size and "
+                f"pipeline_parallel_size 1, got {parallel.tensor_parallel_size} and {parallel.pipeline_parallel_size} "
+                f"(kv_offload_bytes alone works on every rank)")
     if num_slots < 1:
         return f"kv_offload_bytes of {cache.kv_offload_bytes} bytes holds no block; one block needs {block_bytes} bytes"
     return None
