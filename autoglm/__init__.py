@@ -12,9 +12,11 @@ _PUBLIC = {
     "LLM": "autoglm.llm",
     "OpenAutoGLM": "autoglm.llm",
     "SamplingParams": "autoglm.sampling_params",
+    "PoolingParams": "autoglm.pooling_params",
     "RequestOutput": "autoglm.outputs",
     "CompletionOutput": "autoglm.outputs",
     "Logprob": "autoglm.outputs",
+    "PoolingRequestOutput": "autoglm.outputs",
 }
 
 __all__ = [*_PUBLIC, "__version__"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import torch
+
 
 @dataclass
 class Logprob:
@@ -100,3 +102,64 @@ def add_delta(outputs: dict[Key, RequestOutput], key: Key, delta: RequestOutput)
         outputs[key] = delta
     else:
         whole.add(delta)
+
+
+@dataclass
+class PoolingOutput:
+    """What a pooling request produced: a float32 vector (an embedding, a classifier's logits, a pair's score)."""
+
+    data: torch.Tensor
+
+
+@dataclass
+class PoolingRequestOutput:
+    """One pooling request's result, handed out once, when its prompt has been read (``finished`` then)."""
+
+    request_id: str
+    outputs: PoolingOutput
+    prompt_token_ids: list[int]
+    finished: bool
+    metrics: RequestMetrics | None = None
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    error: str | None = field(default=None)
+
+
+@dataclass
+class EmbeddingRequestOutput:
+    """A pooling output read as an embedding (vLLM's view)."""
+
+    request_id: str
+    embedding: list[float]
+    prompt_token_ids: list[int]
+
+    @classmethod
+    def from_base(cls, output: PoolingRequestOutput) -> EmbeddingRequestOutput:
+        return cls(output.request_id, output.outputs.data.tolist(), output.prompt_token_ids)
+
+
+@dataclass
+class ClassificationRequestOutput:
+    """A pooling output read as a classifier's answer: its logits and their softmax (vLLM's view)."""
+
+    request_id: str
+    logits: list[float]
+    probs: list[float]
+    prompt_token_ids: list[int]
+
+    @classmethod
+    def from_base(cls, output: PoolingRequestOutput) -> ClassificationRequestOutput:
+        data = output.outputs.data
+        return cls(output.request_id, data.tolist(), torch.softmax(data, dim=-1).tolist(), output.prompt_token_ids)
+
+
+@dataclass
+class ScoringRequestOutput:
+    """A pooling output read as the relevance score of a pair (vLLM's view)."""
+
+    request_id: str
+    score: float
+    prompt_token_ids: list[int]
+
+    @classmethod
+    def from_base(cls, output: PoolingRequestOutput) -> ScoringRequestOutput:
+        return cls(output.request_id, float(output.outputs.data.reshape(-1)[0]), output.prompt_token_ids)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 
 @dataclass
 class ScoredPrompt:
@@ -28,3 +30,5 @@ class StepOutput:
     top_token_ids: list[list[int]] | None = None
     top_logprobs: list[list[float]] | None = None
     prompt_logprobs: list[ScoredPrompt] = field(default_factory=list)  # one per ``plan.prompt_scoring``
+    # One per ``plan.pooling``: the chunk's float32 share on the host, None where it adds nothing (see PoolingChunk).
+    pooled: list[torch.Tensor | None] = field(default_factory=list)

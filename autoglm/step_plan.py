@@ -61,6 +61,22 @@ class PromptScoring:
 
 
 @dataclass(frozen=True)
+class PoolingChunk:
+    """A pooling row's share of this step: the hidden states of its ``num_tokens`` tokens from batch index
+    ``first_token`` reduced as ``pooling_type`` says (MEAN: their sum; CLS: the first, where the chunk starts the
+    prompt; LAST: the last, where it ends it). ``head`` then maps a LAST row: "hidden" keeps it, "logits" takes
+    the model's logits of it (a classifier's), "token_pair" the logit of ``token_pair[1]`` minus ``token_pair[0]``."""
+
+    first_token: int
+    num_tokens: int
+    pooling_type: str
+    starts_prompt: bool
+    ends_prompt: bool
+    head: str = "hidden"
+    token_pair: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
 class ImageRows:
     """Rows of one encoded image that stand for a run of the step's tokens: the encoder's rows
     ``first_row..first_row + num_rows - 1`` of the image keyed ``key`` replace the input embeddings
@@ -80,6 +96,24 @@ class AdapterLoad:
     slot: int
     request: LoRARequest
     adapter: LoRAAdapter | None = None
+
+
+@dataclass(frozen=True)
+class KVTransfers:
+    """Whole KV blocks to move between the pool and the host tier before the step's forward pass: saves
+    (a block the prefix cache evicted, copied out to a host slot) first, then restores (a slot copied into a
+    fresh block), so that a block saved and reused as a restore's target in one step is read before it is
+    written."""
+
+    save_blocks: list[int] = field(default_factory=list)
+    save_slots: list[int] = field(default_factory=list)
+    restore_slots: list[int] = field(default_factory=list)
+    restore_blocks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.save_blocks) != len(self.save_slots) or len(self.restore_slots) != len(self.restore_blocks):
+            raise ValueError("KV transfers pair each block with one host slot: save_blocks/save_slots and "
+                             "restore_slots/restore_blocks must be of equal lengths")
 
 
 @dataclass
@@ -117,6 +151,9 @@ class StepPlan:
     # adapters to install first.
     lora_slots: list[int] = field(default_factory=list)
     lora_loads: list[AdapterLoad] = field(default_factory=list)
+    # Blocks to save to and restore from the host KV tier first (see kv_offload); None: nothing to move.
+    kv_transfers: KVTransfers | None = None
+    pooling: list[PoolingChunk] = field(default_factory=list)  # rows of pooling requests, which sample nothing
 
     def __post_init__(self) -> None:
         if len(self.sample_tokens) != len(self.sampling):

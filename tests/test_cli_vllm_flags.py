@@ -32,6 +32,11 @@ def test_tp_is_short_for_tensor_parallel_size(path: list[str]) -> None:
     assert config_from_args(build_parser().parse_args([*path, "-tp", "4"])).tensor_parallel_size == 4
 
 
+@pytest.mark.parametrize("path", [["serve"], ["generate", "hi"]], ids=" ".join)
+def test_pp_is_short_for_pipeline_parallel_size(path: list[str]) -> None:
+    assert config_from_args(build_parser().parse_args([*path, "-pp", "2"])).pipeline_parallel_size == 2
+
+
 @pytest.mark.parametrize("flag", sorted(VLLM_REFUSED_FLAGS))
 @pytest.mark.parametrize("path", [["serve"], ["generate", "hi"]], ids=" ".join)
 def test_a_vllm_flag_without_an_equal_is_refused_naming_what_to_write(flag: str, path: list[str],
@@ -45,7 +50,7 @@ def test_a_vllm_flag_without_an_equal_is_refused_naming_what_to_write(flag: str,
 @pytest.mark.parametrize(("flag", "instead"), [
     ("--gpu-memory-utilization", "write --kv-cache-memory 16GiB (a size) or --kv-cache-memory 0.5"),
     ("--trust-remote-code", "leave it out"),
-    ("-pp", "give --tensor-parallel-size N"),
+    ("--swap-space", "leave it out"),
     ("--allowed-origins", "--cors-allowed-origins 'https://a.example,https://b.example'"),
 ])
 def test_each_refusal_says_what_to_write_instead(flag: str, instead: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from autoglm.config import AutoGLMConfig, EngineConfig, ServerConfig, SettingGro
 from autoglm.config.settings import SERVER_GROUPS
 from autoglm.config.speculative import SpeculativeConfig
 
-ENGINE_PARTS_BY_GROUP = {SettingGroup.MODEL: {"model", "lora"}, SettingGroup.DEVICE: {"device", "parallel"},
+ENGINE_PARTS_BY_GROUP = {SettingGroup.MODEL: {"model", "lora", "pooling"}, SettingGroup.DEVICE: {"device", "parallel"},
                          SettingGroup.CACHE: {"cache"}, SettingGroup.SCHEDULING: {"scheduler"}}
 SECRETS = {"api_key": "sk-secret", "rate_limit_storage": "redis://:password@limits:6379/0",
            "mlflow_tracking_uri": "http://user:password@mlflow:5000", "response_cache": "redis://:password@cache:6379"}

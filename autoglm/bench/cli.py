@@ -10,12 +10,15 @@ from collections.abc import Callable
 
 from autoglm.bench.ab.command import add_ab_command
 from autoglm.bench.batch.command import add_batch_command
+from autoglm.bench.embed.command import add_embed_command
 from autoglm.bench.images.command import add_images_command
 from autoglm.bench.kv_accuracy.command import add_kv_accuracy_command
+from autoglm.bench.kv_tiers.command import add_kv_tiers_command
 from autoglm.bench.latency.command import add_latency_command
 from autoglm.bench.llamacpp.command import add_llamacpp_command
 from autoglm.bench.lora.command import add_lora_command
 from autoglm.bench.make_model.command import add_make_model_command
+from autoglm.bench.pipeline.command import add_pipeline_command
 from autoglm.bench.quant_accuracy.command import add_quant_accuracy_command
 from autoglm.bench.quant_kernels.command import add_quant_kernels_command
 from autoglm.bench.quant_memory.command import add_quant_memory_command
@@ -33,7 +36,8 @@ BENCH_COMMANDS: list[Callable] = [add_make_model_command, add_throughput_command
                                   add_swap_command, add_ab_command, add_kv_accuracy_command,
                                   add_speculative_command, add_structured_command, add_quant_kernels_command,
                                   add_quant_accuracy_command, add_quant_memory_command,
-                                  add_llamacpp_command, add_images_command, add_batch_command, add_lora_command]
+                                  add_llamacpp_command, add_images_command, add_batch_command,
+                                  add_kv_tiers_command, add_embed_command, add_pipeline_command, add_lora_command]
 
 
 def add_bench_commands(subparsers) -> None:

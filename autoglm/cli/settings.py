@@ -25,8 +25,7 @@ _KIND_METAVARS = {int: "N", float: "NUMBER", str: "TEXT", bool: "true|false"}
 # Setting names' endings that name their unit.
 _UNIT_METAVARS = {"_s": "SECONDS", "_bytes": "BYTES"}
 # vLLM's short flags for our settings (its long spellings that differ are SETTING_ALIASES).
-VLLM_SHORT_FLAGS = {"tensor_parallel_size": "-tp"}
-_LEAVE_OUT_PIPELINE = "autoglm splits a model by tensor parallelism only: leave it out and give --tensor-parallel-size N"
+VLLM_SHORT_FLAGS = {"tensor_parallel_size": "-tp", "pipeline_parallel_size": "-pp"}
 # vLLM flags that have no setting of the same meaning here, each refused with what to write instead.
 VLLM_REFUSED_FLAGS = {
     "--gpu-memory-utilization": (
@@ -37,8 +36,6 @@ VLLM_REFUSED_FLAGS = {
     ),
     "--trust-remote-code": "autoglm runs no code from a checkpoint, it implements the architectures it loads: "
                            "leave it out",
-    "--pipeline-parallel-size": _LEAVE_OUT_PIPELINE,
-    "-pp": _LEAVE_OUT_PIPELINE,
     "--distributed-executor-backend": "autoglm always starts its tensor-parallel workers as processes: leave it "
                                       "out (--distributed-backend gloo|nccl chooses how they exchange activations)",
     "--swap-space": "autoglm keeps no KV cache in host memory (a preempted request is recomputed): leave it out",

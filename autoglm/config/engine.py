@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from autoglm.config.pooling import PoolingConfig
 from autoglm.config.sources import ConfigError
 from autoglm.config.speculative import SpeculativeConfig
 
@@ -48,6 +49,9 @@ class CacheConfig:
     use_paged_attention: bool
     enable_prefix_caching: bool
     kv_cache_dtype: str
+    kv_offload_bytes: int = 0  # the host tier below the pool; 0: evicted blocks are lost
+    kv_disk_path: str | None = None  # the disk tier below the host tier; None: none
+    kv_disk_bytes: int = 10 * 1024**3
 
     def kv_cache_bytes(self, total_device_bytes: int | None) -> int | None:
         """The KV cache budget in bytes, or None to let the engine size it.
@@ -87,6 +91,7 @@ class ParallelConfig:
     tensor_parallel_size: int
     distributed_backend: str
     enable_expert_parallel: bool = False  # a mixture-of-experts model's ranks hold shares of its experts whole
+    pipeline_parallel_size: int = 1  # stages of the decoder's layers, each on tensor_parallel_size ranks
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class EngineConfig:
     parallel: ParallelConfig
     speculative: SpeculativeConfig | None  # None: speculative decoding is off
     lora: LoRAConfig = LoRAConfig()
+    pooling: PoolingConfig = PoolingConfig()  # generate or pool, and how
 
     def for_model(self, checkpoint: str) -> EngineConfig:
         """These settings for another checkpoint, read with its own tokenizer (a server's other versions)."""

@@ -47,6 +47,7 @@ from autoglm.config.sources import (
     env_settings,
     read_settings_file,
 )
+from autoglm.config.pooling import PoolingConfig
 from autoglm.config.speculative import SpeculativeConfig, parse_speculative_config
 
 _Part = TypeVar("_Part")
@@ -279,6 +280,36 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_CACHE,
     )
+    kv_offload_bytes: int = Field(
+        0,
+        ge=0,
+        description=(
+            "A second KV tier of this size ('8GiB') below the pool: prefix-cache blocks the pool evicts are copied "
+            "there (pinned host memory beside an accelerator, a memory-mapped file on the CPU) and copied back on a "
+            "later prefix hit instead of being recomputed. 0: off. Needs prefix caching; under tensor parallelism each "
+            "rank keeps one of this size for its own heads."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "SIZE"},
+    )
+    kv_disk_path: str | None = Field(
+        None,
+        description=(
+            "A third KV tier: a folder of block files below the host tier, which takes its least recently used "
+            "blocks; keyed by the model's checksum, dtypes, block size and rank as well as the prefix, so a "
+            "restarted engine or another replica on the same folder reuses them. Needs kv_offload_bytes and, for now, "
+            "tensor_parallel_size 1. Unset: none."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "FOLDER"},
+    )
+    kv_disk_bytes: int = Field(
+        10 * 1024**3,
+        ge=1,
+        description=(
+            "Most bytes of block files in kv_disk_path, held by every engine writing there (least recently used "
+            "files go first)."
+        ),
+        json_schema_extra={**_CACHE, "metavar": "SIZE"},
+    )
     enable_chunked_prefill: bool = Field(
         True, description="Split long prompts across steps.", json_schema_extra=_SCHEDULING
     )
@@ -330,6 +361,17 @@ class AutoGLMConfig(BaseModel):
         ),
         json_schema_extra=_DEVICE,
     )
+    pipeline_parallel_size: int = Field(
+        1, ge=1,
+        description=(
+            "Pipeline stages the decoder's layers are split into, in contiguous runs (the first stages take one more "
+            "where the stages do not divide the layers), each on tensor_parallel_size ranks of its own; this process "
+            "is the last stage, which samples. Each stage loads and caches its own layers only, and the engine keeps "
+            "one batch per stage in flight. At most the model's layer count; not with speculative decoding or a "
+            "model that takes images."
+        ),
+        json_schema_extra=_DEVICE,
+    )
     # Declared after tensor_parallel_size: its validator reads that already-validated value.
     enable_expert_parallel: bool = Field(
         False,
@@ -343,7 +385,8 @@ class AutoGLMConfig(BaseModel):
     )
     distributed_backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto",
-        description="How tensor-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo otherwise), "
+        description="How tensor- and pipeline-parallel ranks exchange activations: 'auto' (nccl on CUDA, gloo "
+                    "otherwise), "
                     "'gloo' (CPU, or CUDA through host copies) or 'nccl' (CUDA only).",
         json_schema_extra=_DEVICE,
     )
@@ -416,6 +459,49 @@ class AutoGLMConfig(BaseModel):
             "DRAFT_FOLDER}; outputs are the same as without it. Unset: off."
         ),
         json_schema_extra={**_MODEL, "metavar": "JSON"},
+    )
+    runner: Literal["auto", "generate", "pooling"] = Field(
+        "auto",
+        description=(
+            "'generate' continues prompts; 'pooling' turns each prompt into a vector (embeddings, classifier logits, "
+            "relevance scores). 'auto' pools for a *ForSequenceClassification checkpoint, one whose folder holds "
+            "sentence-transformers' modules.json or 1_Pooling/config.json, or one whose config names an embedding "
+            "model, and when classifier_from_token is set; else it generates."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    pooling_type: Literal["LAST", "MEAN", "CLS"] | None = Field(
+        None,
+        description=(
+            "How a pooling model makes one vector of a prompt's hidden states: the last token's, their mean, or the "
+            "first token's. Unset: the checkpoint's 1_Pooling/config.json, else LAST. Classifiers always read the last."
+        ),
+        json_schema_extra=_MODEL,
+    )
+    normalize: bool = Field(
+        True, description="Scale embeddings to unit length unless a request says otherwise.", json_schema_extra=_MODEL
+    )
+    classifier_from_token: tuple[str, ...] | None = Field(
+        None,
+        description=(
+            "Two tokens, such as 'no,yes': score a causal LM's pair as the logit of the second minus that of the "
+            "first at the prompt's last token (Qwen3-Reranker's form; the score is its sigmoid). Unset: off."
+        ),
+        json_schema_extra={**_MODEL, "metavar": "NO,YES"},
+    )
+    matryoshka_dimensions: tuple[int, ...] | None = Field(
+        None,
+        description=(
+            "Embedding sizes a request's `dimensions` may ask for (the first N values, then normalised). "
+            "Unset: the checkpoint config's matryoshka_dimensions; without either, `dimensions` is refused."
+        ),
+        json_schema_extra={**_MODEL, "metavar": "N,N"},
+    )
+    max_pooling_inputs: int = Field(
+        2048,
+        ge=1,
+        description="Most inputs one embeddings, score or rerank request may hold.",
+        json_schema_extra=_MODEL,
     )
     host: str = Field(
         "127.0.0.1",
@@ -961,6 +1047,7 @@ class AutoGLMConfig(BaseModel):
             parallel=_part(ParallelConfig, self),
             speculative=self.speculative_config,
             lora=_part(LoRAConfig, self),
+            pooling=_part(PoolingConfig, self),
         )
 
     def server_config(self) -> ServerConfig:
@@ -1018,7 +1105,8 @@ class AutoGLMConfig(BaseModel):
         raise ValueError(_KV_CACHE_MEMORY_EXPECTED)
 
     @field_validator("max_request_body_bytes", "response_cache_max_entry_bytes", "response_cache_max_bytes",
-                     "max_image_bytes", "tenant_storage_bytes", "max_file_bytes", mode="before")
+                     "max_image_bytes", "tenant_storage_bytes", "max_file_bytes", "kv_offload_bytes", "kv_disk_bytes",
+                     mode="before")
     @classmethod
     def _byte_size(cls, value: object) -> object:
         return parse_byte_size(value) if isinstance(value, str) else value
@@ -1041,6 +1129,27 @@ class AutoGLMConfig(BaseModel):
     @classmethod
     def _adapter_modules(cls, value: object) -> dict[str, str]:
         return parse_lora_modules(value)
+    @field_validator("classifier_from_token", "matryoshka_dimensions", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        """A list, or one string of comma-separated items (as flags and environment variables give it)."""
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("classifier_from_token")
+    @classmethod
+    def _token_pair(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and len(value) != 2:
+            raise ValueError(f"expected two tokens, the 'no' one then the 'yes' one (such as 'no,yes'), got {len(value)}")
+        return value
+
+    @field_validator("matryoshka_dimensions")
+    @classmethod
+    def _positive_sizes(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or min(value) < 1):
+            raise ValueError("expected one or more embedding sizes of at least 1")
+        return value
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod

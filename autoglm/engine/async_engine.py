@@ -24,6 +24,7 @@ from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.llm_engine import LLMEngine
+from autoglm.engine.pooling.model_kind import PoolingModel
 from autoglm.engine.heartbeat import EngineHeartbeat
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput, RequestStream
 from autoglm.engine.sequence import TenantTag
@@ -32,6 +33,8 @@ from autoglm.errors import InvalidRequestError
 from autoglm.host_allocator import release_free_memory
 from autoglm.lora_request import LoRARequest
 from autoglm.models.lora import LoRAAdapter
+from autoglm.outputs import PoolingRequestOutput
+from autoglm.pooling_params import PoolingParams
 from autoglm.sampling_params import RequestOutputKind, SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -64,7 +67,7 @@ class _AddRequests:
 
     engine_request_ids: list[str]
     prompts: list[Prompt]
-    params: SamplingParams
+    params: SamplingParams | PoolingParams
     arrival_time: float
     priority: int
     tenant: TenantTag | None
@@ -181,6 +184,10 @@ class AsyncEngine:
     def device_type(self) -> str:
         return self.engine.device.type
 
+    @property
+    def pooling_model(self) -> PoolingModel | None:
+        return self.engine.pooling_model
+
     def compile_grammar(self, constraint: StructuredOutputsParams) -> None:
         """Compile `constraint` into the engine's grammar cache; blocks, so call it off the event loop."""
         self.engine.compile_grammar(constraint)
@@ -196,7 +203,17 @@ class AsyncEngine:
             return False
         return True
 
-    async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams, priority: int = 0,
+    async def encode(self, request_id: str, prompts: list[Prompt], pooling_params: PoolingParams, priority: int = 0,
+                     tenant: TenantTag | None = None) -> list[PoolingRequestOutput]:
+        """Each prompt's pooled output, in prompt order, once every prompt's is made: the prompts are admitted,
+        refused, timed out and aborted together as :meth:`generate`'s are (a pooling request is one output)."""
+        outputs: dict[int, PoolingRequestOutput] = {}
+        async for index, output in self.generate(request_id, prompts, pooling_params, priority, tenant=tenant):
+            outputs[index] = output
+        return [outputs[index] for index in range(len(prompts))]
+
+    async def generate(self, request_id: str, prompts: list[Prompt], params: SamplingParams | PoolingParams,
+                       priority: int = 0,
                        arrival_time: float | None = None, observe: DeltaObserver | None = None,
                        tenant: TenantTag | None = None,
                        lora_request: LoRARequest | None = None) -> AsyncIterator[IndexedOutput]:
@@ -217,7 +234,8 @@ class AsyncEngine:
         engine_ids = [request_id] if len(prompts) == 1 else [f"{request_id}-{i}" for i in range(len(prompts))]
         deadline = asyncio.get_running_loop().time() + self.request_timeout_s
         arrival = time.time() if arrival_time is None else arrival_time
-        stream = RequestStream(observe, cumulative=params.output_kind is RequestOutputKind.CUMULATIVE)
+        whole = isinstance(params, PoolingParams) or params.output_kind is RequestOutputKind.CUMULATIVE
+        stream = RequestStream(observe, cumulative=whole)
         self._open_requests.add(request_id)
         self._idle.clear()
         running = set(range(len(prompts)))  # the engine still knows these: not finished, rejected or failed
@@ -364,16 +382,21 @@ class AsyncEngine:
             self._deliver([(command.stream, error)])
 
     def _apply_lora(self, command: _InstallLoRA | _RemoveLoRA) -> None:
-        """Load or unload an adapter between steps; an unload's callback waits for its requests to end."""
+        """Load or unload an adapter between steps; an unload's callback waits for its requests to end. The list
+        of adapters is replaced before the caller hears, so that it reads its own change."""
+        def finished(error: BaseException | None = None) -> None:
+            self._loras = self.engine.list_loras()
+            command.done(error)
+
         try:
             if isinstance(command, _InstallLoRA):
                 self.engine.install_lora(command.adapter)
-                command.done(None)
+                finished()
             else:
-                self.engine.remove_lora(command.lora_name, lambda: command.done(None))
+                self.engine.remove_lora(command.lora_name, finished)
+                self._loras = self.engine.list_loras()  # a draining adapter is listed no more
         except Exception as error:
-            command.done(error)
-        self._loras = self.engine.list_loras()
+            finished(error)
 
     def _admit(self, command: _AddRequests) -> BaseException | None:
         """Hand every prompt to the engine; if one is refused, take back those already added and

@@ -22,11 +22,14 @@ from autoglm.engine.input_processor import InputProcessor
 from autoglm.engine.llm_engine import LLMEngine
 from autoglm.engine.native_memory import bound_onednn_primitive_cache
 from autoglm.engine.request_stream import DeltaObserver, IndexedOutput
+from autoglm.engine.pooling.model_kind import PoolingModel
 from autoglm.engine.sequence import TenantTag
 from autoglm.engine.stats import EngineStats
 from autoglm.engine.tensor_parallel.worker_group import group_in_use
 from autoglm.engine.tokenize import Prompt
 from autoglm.lora_request import LoRARequest
+from autoglm.outputs import PoolingRequestOutput
+from autoglm.pooling_params import PoolingParams
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
 
@@ -86,6 +89,12 @@ class EngineClient(Protocol):
 
     def list_loras(self) -> list[LoRARequest]: ...
 
+    async def encode(self, request_id: str, prompts: list[Prompt], pooling_params: PoolingParams, priority: int = 0,
+                     tenant: TenantTag | None = None) -> list[PoolingRequestOutput]: ...
+
+    @property
+    def pooling_model(self) -> PoolingModel | None: ...  # what a pooling engine's model makes; None: it generates
+
     def compile_grammar(self, constraint: StructuredOutputsParams) -> None: ...  # blocks: run it on a worker thread
 
     def notify_when_broken(self, listener: Callable[[EngineBrokenError], None]) -> None: ...
@@ -98,14 +107,15 @@ class TensorParallelGroupInUse(RuntimeError):
 def engine_builder(config: EngineConfig) -> EngineBuilder:
     """An engine of `config`'s model, built when called.
 
-    A process holds one tensor-parallel group, and a new tensor-parallel engine closes the one before
+    A process holds one tensor- or pipeline-parallel group, and a new parallel engine closes the one before
     it (what a script replacing its ``LLM`` wants); a server loading another version beside the one it
     serves must not, so the build is refused instead.
     """
     def build() -> LLMEngine:
-        if config.parallel.tensor_parallel_size > 1 and group_in_use():
+        parallel = config.parallel
+        if parallel.tensor_parallel_size * parallel.pipeline_parallel_size > 1 and group_in_use():
             raise TensorParallelGroupInUse(
-                "this server already runs a tensor-parallel engine, and a process holds one tensor-parallel "
+                "this server already runs a tensor- or pipeline-parallel engine, and a process holds one such "
                 "group: unload that version first, or serve this one from a server of its own")
         return LLMEngine(config)
 

@@ -99,6 +99,33 @@ class InputProcessor:
             )
         return CheckedRequest(text, token_ids, max_tokens, vision, adapter)
 
+    def process_pooling(self, request_id: str, prompt: Prompt, truncate_prompt_tokens: int | None, priority: int,
+                        open_requests: Container[str]) -> CheckedRequest:
+        """A pooling request checked whole: it makes no new tokens, so its prompt may fill the context; one longer
+        keeps its last ``truncate_prompt_tokens`` tokens (-1: as many as the context holds) where that is set."""
+        self.check_request_id(request_id, open_requests)
+        self._check_priority(priority)
+        text, token_ids, multi_modal = self._tokenize(prompt)
+        if multi_modal is not None:
+            raise InvalidRequestError("a pooling request's prompt is text or token ids; images are not pooled")
+        if truncate_prompt_tokens is not None:
+            keep = self.max_context_len if truncate_prompt_tokens == -1 else truncate_prompt_tokens
+            if keep > self.max_context_len:
+                raise InvalidRequestError(f"truncate_prompt_tokens ({keep}) must not exceed this model's maximum "
+                                          f"context length, {self.max_context_len} tokens (or be -1 for it)",
+                                          param="truncate_prompt_tokens")
+            token_ids = token_ids[-keep:]
+        if len(token_ids) > self.max_context_len:
+            raise ContextLengthExceededError(
+                f"the input has {len(token_ids)} tokens but this model's maximum context length is "
+                f"{self.max_context_len} tokens; shorten it, or set truncate_prompt_tokens to keep its last tokens"
+            )
+        blocks = self._block_manager.max_blocks_per_seq(len(token_ids))
+        if blocks > self._block_manager.num_blocks:
+            raise InvalidRequestError(f"the input needs {blocks} KV blocks ({len(token_ids)} tokens) but the cache "
+                                      f"holds only {self._block_manager.num_blocks}; shorten it or raise kv_cache_memory")
+        return CheckedRequest(text, token_ids, 0)
+
     def _tokenize(self, prompt: Prompt) -> tuple[str | None, list[int], MultiModalPrompt | None]:
         """The prompt's text (None if it came as bare ids), its checked token ids and its images; text is
         tokenized here, in the caller's thread, unless it is longer than any context could hold."""

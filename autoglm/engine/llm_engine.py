@@ -4,6 +4,7 @@ Both the offline :class:`autoglm.llm.LLM` and the HTTP server drive this class.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -24,11 +25,16 @@ from autoglm.engine.detokenizer import IncrementalDetokenizer
 from autoglm.engine.plan_builder import build_step_plan
 from autoglm.engine.errors import EngineBrokenError, RequestsFailedError
 from autoglm.engine.input_processor import InputProcessor
+from autoglm.engine.kv_offload.build import build_kv_offload
 from autoglm.engine.kernel_switch import KernelSwitch
 from autoglm.engine.lora.loaded import LoadedAdapters
 from autoglm.engine.lora.slot_table import SlotTable
 from autoglm.engine.tokenize import Prompt
 from autoglm.engine.output_processor import take_output
+from autoglm.engine.pooling.model_kind import engine_pools, pooling_model
+from autoglm.engine.pooling.pooled_prompt import PooledPrompt
+from autoglm.engine.pooling.requests import check_pooling_params, pooled_output, refuse_generation
+from autoglm.engine.pipeline_parallel.microbatches import Microbatches, seqs_per_microbatch
 from autoglm.engine.request_state import CompletionState, RequestState
 from autoglm.engine.sched.fair_share import FairSharePolicy
 from autoglm.engine.sched.batch import ScheduledBatch
@@ -45,13 +51,14 @@ from autoglm.engine.speculative.verify import num_accepted
 from autoglm.engine.step_images import EncodedImages
 from autoglm.engine.step_isolation import StepIsolation
 from autoglm.engine.step_result import SampledToken, StepResult, step_result
-from autoglm.errors import LoRAAdapterError, quote_value
+from autoglm.errors import InvalidRequestError, LoRAAdapterError, quote_value
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use, wait_for_cpu_kernels
 from autoglm.lora_request import LoRARequest
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.models.linear_method import CpuKernelLinearMethod, measure_row_limits
 from autoglm.models.lora import LoRAAdapter, read_adapter
-from autoglm.outputs import RequestMetrics, RequestOutput
+from autoglm.outputs import PoolingRequestOutput, RequestMetrics, RequestOutput
+from autoglm.pooling_params import PoolingParams
 from autoglm.profiling import NO_PROFILER, OUTPUTS, SCHEDULE, NullProfiler, StepProfiler
 from autoglm.sampling_params import SamplingParams
 from autoglm.structured_outputs import StructuredOutputsParams
@@ -77,11 +84,13 @@ class LLMEngine:
         # Workers stop with the engine however it goes: closed, collected, or at the interpreter's exit.
         self._stop_workers = weakref.finalize(self, parts.workers.close) if parts.workers is not None else None
         self.kv_bytes_per_token = parts.kv_bytes_per_token
+        self.kv_offload = build_kv_offload(config, parts)  # the KV tiers below the pool, if any
         self.block_manager = BlockManager(
             num_blocks=parts.num_blocks,
             block_size=config.cache.block_size,
             enable_prefix_caching=config.cache.enable_prefix_caching,
             reserve_tokens_per_seq=None if config.cache.use_paged_attention else self.max_context_len,
+            lower_tiers=self.kv_offload,
         )
         lora = config.lora
         # The adapters loaded in memory, and which of them the model's slots hold; None without enable_lora.
@@ -92,15 +101,25 @@ class LLMEngine:
                                      self.block_manager, config.scheduler.max_abs_priority,
                                      ImageInputSpec.of(self.model_config), self.adapters)
         self.encoded_images = EncodedImages()  # the images the runner holds encoded
+        # What the model makes of a prompt where the engine pools (see autoglm.engine.pooling); None: it generates.
+        self.pooling_model = (pooling_model(config.pooling, self.model_path, self.model_config, self.tokenizer)
+                              if engine_pools(config.pooling, self.model_path, self.model_config) else None)
+        if self.pooling_model is not None and config.speculative is not None:
+            raise ValueError("speculative_config proposes tokens, and a pooling engine generates none: unset it, or "
+                             "set runner to 'generate'")
         self.proposer = build_proposer(config, parts)
         self.spec_decode_stats = SpecDecodeStats()
         self.fair_share = FairSharePolicy(SCHEDULING_POLICIES[config.scheduler.scheduling_policy]())
+        num_stages = config.parallel.pipeline_parallel_size
         self.scheduler = Scheduler(
             self.block_manager, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
             config.scheduler.enable_chunked_prefill, self.fair_share, config.scheduler.max_num_seqs_per_tenant,
             lookahead=self._lookahead if self.proposer is not None else None,
             max_loras=lora.max_loras if lora.enable_lora else None,
+            max_seqs_per_step=seqs_per_microbatch(config.scheduler.max_num_seqs, num_stages),
         )
+        self._microbatches = Microbatches(num_stages)  # launched, not read yet (pipeline parallelism)
+        self.scheduler.in_flight = self._microbatches.seqs
         # Unseeded requests take their seed from this, not from torch's global RNG: engines in one
         # process stay independent, and one engine's outputs are fixed by its seed and request order.
         self.request_seeds = random.Random(config.model.seed)
@@ -139,9 +158,15 @@ class LLMEngine:
         return cls(config)
 
     def close(self) -> None:
-        """Stop the tensor-parallel workers, if any, and the mask threads; the engine cannot step after this."""
+        """Stop the tensor- or pipeline-parallel workers, if any, and the mask threads, and write the host KV tier's
+        blocks to the disk tier, if any; the engine cannot step after this. Steps still in a pipeline are run
+        through first, so that every rank is free to read its stop."""
         self.grammars.workers.close()
+        if self.kv_offload is not None:
+            self.kv_offload.persist()
         if self._stop_workers is not None:
+            with contextlib.suppress(EngineBrokenError):
+                self._microbatches.drain()
             self._stop_workers()
 
     def wait_for_cpu_kernels(self) -> None:
@@ -188,16 +213,25 @@ class LLMEngine:
         request, whose ``add_request`` then finds it cached."""
         self.grammars.compile(constraint)
 
-    def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | None = None,
+    def add_request(self, request_id: str, prompt: Prompt, params: SamplingParams | PoolingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0, tenant: TenantTag | None = None,
                     lora_request: LoRARequest | None = None) -> None:
         """Queue a request; bad input raises InvalidRequestError naming what is wrong and what is allowed
-        (see :mod:`autoglm.engine.input_processor`).
+        (see :mod:`autoglm.engine.input_processor`). PoolingParams make it a pooling request, which a pooling
+        engine alone serves (and it serves no other).
 
         ``tenant`` is whom it is served for: its share of the engine among tenants, and the prefix
         cache it sees (None: the one implicit tenant, with the unsalted cache). ``lora_request`` names a
         loaded LoRA adapter to run it with (see :meth:`add_lora`); None: the base model.
         """
+        if isinstance(params, PoolingParams):
+            if lora_request is not None:
+                raise InvalidRequestError(f"LoRA adapter {quote_value(lora_request.lora_name)} cannot pool: "
+                                          "embeddings, scores and classifications run on the base model only")
+            self._add_pooling_request(request_id, prompt, params, arrival_time, priority, tenant)
+            return
+        if self.pooling_model is not None:
+            raise refuse_generation(self.pooling_model)
         params = params or SamplingParams()
         checked = self.inputs.process(request_id, prompt, params, priority, self.requests, lora_request)
         token_ids, max_tokens = checked.token_ids, checked.max_tokens
@@ -232,6 +266,29 @@ class LLMEngine:
         self.prompt_tokens_total += len(token_ids)
         self._idle_at_masks_done = None
 
+    def _add_pooling_request(self, request_id: str, prompt: Prompt, params: PoolingParams, arrival_time: float | None,
+                             priority: int, tenant: TenantTag | None) -> None:
+        """Queue a prompt-only sequence that samples nothing: its chunks are pooled as they are read, and it
+        finishes, freeing its blocks, with its prompt's last chunk. Its steps run one at a time (see
+        async_scheduling): it must finish before a next step would schedule it with nothing left to compute."""
+        check_pooling_params(self.pooling_model, params)
+        checked = self.inputs.process_pooling(request_id, prompt, params.truncate_prompt_tokens, priority,
+                                              self.requests)
+        token_ids, arrival = checked.token_ids, time.time() if arrival_time is None else arrival_time
+        sampling = SamplingParams()  # read by nothing: the sequence samples no token
+        seq = Sequence(request_id=request_id, index=0, token_ids=list(token_ids), num_prompt_tokens=len(token_ids),
+                       params=sampling, max_tokens=0, arrival_time=arrival, priority=priority, tenant=tenant,
+                       cache_salt=b"" if tenant is None else salt_bytes(tenant.salt),
+                       pooled=PooledPrompt(params, self.pooling_model))
+        self.requests[request_id] = RequestState(
+            request_id=request_id, prompt=checked.prompt, prompt_token_ids=list(token_ids), params=sampling,
+            metrics=RequestMetrics(arrival_time=arrival),
+            completions=[CompletionState(seq, IncrementalDetokenizer(self.tokenizer, [], sampling))],
+        )
+        self._synchronous_requests.add(request_id)
+        self.scheduler.add(seq)
+        self.prompt_tokens_total += len(token_ids)
+        self._idle_at_masks_done = None
     # ---- LoRA adapters ---------------------------------------------------------------
     def read_lora(self, lora_request: LoRARequest) -> LoRAAdapter:
         """``lora_request``'s adapter read from its folder and checked against the model, not loaded yet: the
@@ -346,6 +403,7 @@ class LLMEngine:
             tensor_parallel_size=self.config.parallel.tensor_parallel_size,
             num_failed_steps=self.num_failed_steps,
             spec_decode=self.spec_decode_stats.snapshot() if self.proposer is not None else None,
+            kv_tiers=self.kv_offload.stats() if self.kv_offload is not None else [],
         )
 
     def enable_profiling(self) -> StepProfiler:
@@ -355,7 +413,7 @@ class LLMEngine:
         return self.profiler
 
     # ---- the step -------------------------------------------------------------------
-    def step(self) -> list[RequestOutput]:
+    def step(self) -> list[RequestOutput | PoolingRequestOutput]:
         """Run one forward pass and return what each request hands out now (see RequestOutputKind).
 
         Under async scheduling the next step is launched before this one's tokens are read, and stays
@@ -366,7 +424,7 @@ class LLMEngine:
         """
         isolated = self.scheduler.isolated_request = self.isolation.isolated
         generated = self._num_generated(isolated)
-        if self._in_flight is None and self.kernel_switch.pending \
+        if self._in_flight is None and not self._microbatches and self.kernel_switch.pending \
                 and self.kernel_switch.at_step_boundary(self._begun_requests()):
             self._prepare_kernels()
         try:
@@ -415,6 +473,7 @@ class LLMEngine:
         """Every running sequence computes its KV again from the start, the failed step (and any step in
         flight after it) forgotten; the ids of their requests, in order."""
         self._in_flight = None
+        self._microbatches.drain()
         self.encoded_images.forget_all()
         if self.adapter_slots is not None:
             self.adapter_slots.forget_all()
@@ -430,6 +489,8 @@ class LLMEngine:
         return list(dict.fromkeys(seq.request_id for seq in requeued if seq.request_id in self.requests))
 
     def _step(self) -> list[RequestOutput]:
+        if self._microbatches.depth > 1:
+            return self._pipelined_step()
         with self.profiler.step():
             current, self._in_flight = self._in_flight, None
             if current is None:
@@ -447,6 +508,21 @@ class LLMEngine:
                 self._in_flight.advance()
                 if self._in_flight.is_void:  # every row's sequence finished meanwhile: nothing left to read
                     self._in_flight = None
+            return outputs
+
+    def _pipelined_step(self) -> list[RequestOutput]:
+        """Launch steps until one per pipeline stage is in flight (or none more can be scheduled), then read the
+        oldest: meanwhile the stages before the last run the newer ones (see ``pipeline_parallel``)."""
+        with self.profiler.step():
+            masks_done = self.grammars.workers.num_done
+            while not self._microbatches.full and (launched := self._launch(previous=None)) is not None:
+                launched.advance()
+                self._microbatches.push(launched)
+            self._idle_at_masks_done = None if self._microbatches else masks_done
+            if not self._microbatches:
+                return []
+            outputs = self._complete(self._microbatches.pop())
+            self._last_step_s = time.perf_counter() - self._scheduled_at
             return outputs
 
     def _overlaps(self) -> bool:
@@ -471,6 +547,8 @@ class LLMEngine:
         if self.adapter_slots is not None:
             planned.plan.lora_slots, planned.plan.lora_loads = self.adapter_slots.assign(
                 [seq.adapter for seq in planned.seqs])
+        if self.kv_offload is not None:
+            planned.plan.kv_transfers = self.kv_offload.take_transfers()
         self.encoded_images.plan(planned, self._unfinished_seqs())
         return LaunchedStep(batch, planned, self.runner.launch(planned.plan), proposals)
 
@@ -518,6 +596,8 @@ class LLMEngine:
             state = self.requests[seq.request_id]
             state.prompt_logprobs.extend(entries)
             seq.needs_prompt_logprobs = len(state.prompt_logprobs) < seq.num_prompt_tokens
+        pooled = [self._pool(seq, part, starts_prompt, now) for seq, (part, starts_prompt) in result.pooled.items()
+                  if not seq.is_finished]
         for seq, drawn in result.sampled.items():
             if seq.is_finished:
                 continue
@@ -541,11 +621,25 @@ class LLMEngine:
         for seq, slots in zip(batch.seqs, batch.num_lookahead_tokens):
             if slots and not seq.is_finished:
                 self.block_manager.release_lookahead(seq)
-        outputs = [output for state in touched.values() if (output := take_output(state)) is not None]
+        outputs = [*filter(None, pooled), *(output for state in touched.values()
+                                            if (output := take_output(state)) is not None)]
         for state in touched.values():
             if state.finished:
                 self._forget(state.request_id)
         return outputs
+
+    def _pool(self, seq: Sequence, part: torch.Tensor | None, starts_prompt: bool,
+              now: float) -> PoolingRequestOutput | None:
+        """Fold a chunk's share into a pooling sequence's vector; once its prompt is read, finish it (its blocks
+        freed now) and return its output."""
+        seq.pooled.add(part, starts_prompt)
+        if seq.num_computed_tokens < seq.num_prompt_tokens:
+            return None
+        state = self.requests[seq.request_id]
+        state.completions[0].finish_reason = "stop"
+        self.scheduler.finish(seq)
+        state.metrics.first_token_time = state.metrics.finished_time = now
+        return pooled_output(state)
 
     def _start_children(self, state: RequestState) -> None:
         """n > 1: queue the other completions now that the first has read the prompt; each takes

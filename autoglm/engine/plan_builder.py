@@ -9,7 +9,7 @@ import torch
 from autoglm.engine.sequence import Sequence
 from autoglm.engine.structured_output import build_token_bitmask
 from autoglm.models.mrope_positions import mrope_decode_positions
-from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+from autoglm.step_plan import PoolingChunk, PromptScoring, RowSampling, StepPlan
 
 
 @dataclass
@@ -20,6 +20,7 @@ class PlannedStep:
     seqs: list[Sequence]  # one per row
     sampled_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.sampling`` (k + 1 per k proposals)
     scoring_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.prompt_scoring``
+    pooled_seqs: list[Sequence] = field(default_factory=list)  # one per ``plan.pooling``
 
 
 def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size: int,
@@ -33,7 +34,8 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     row that sampled it in ``previous``, the step launched just before.
 
     Each sampled row is masked by its sequence's constraint as it stands: a sequence gets proposals only
-    while its constraint masks none of the positions they cover (see ``max_lookahead``).
+    while its constraint masks none of the positions they cover (see ``max_lookahead``). A pooling sequence
+    samples nothing: each of its chunks is pooled instead.
     """
     proposals = proposals or {}
     previous_rows = {seq: row for row, seq in enumerate(previous.sampled_seqs)} if previous else {}
@@ -53,6 +55,8 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
     scoring_seqs: list[Sequence] = []
     deferred_positions: list[int] = []
     deferred_sources: list[int] = []
+    pooling: list[PoolingChunk] = []
+    pooled_seqs: list[Sequence] = []
     for seq, query_len, seq_len in zip(seqs, query_lens, seq_lens):
         start = seq.num_computed_tokens
         first_token = len(token_ids)
@@ -70,7 +74,10 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
             prompt_scoring.append(PromptScoring(first_token, seq.token_ids[start + 1 : last + 1],
                                                 seq.params.prompt_logprobs or 0))
             scoring_seqs.append(seq)
-        if seq_len == seq.num_tokens + len(proposed):
+        if seq.pooled is not None:
+            pooling.append(seq.pooled.chunk(first_token, start, seq_len, seq.num_prompt_tokens))
+            pooled_seqs.append(seq)
+        elif seq_len == seq.num_tokens + len(proposed):
             for count in range(len(proposed) + 1):
                 sample_tokens.append(len(token_ids) - 1 - len(proposed) + count)
                 sampling.append(row_sampling(seq, eos_token_ids, proposed[:count]))
@@ -95,8 +102,9 @@ def build_step_plan(seqs: list[Sequence], num_new_tokens: list[int], block_size:
         deferred_sources=deferred_sources,
         token_bitmask=build_token_bitmask([seq.constraint for seq in sampled_seqs]),
         mrope_positions=_mrope_positions(seqs, query_lens, seq_lens),
+        pooling=pooling,
     )
-    return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs)
+    return PlannedStep(plan, seqs, sampled_seqs, scoring_seqs, pooled_seqs)
 
 
 def _mrope_positions(seqs: list[Sequence], query_lens: list[int], seq_lens: list[int]) -> torch.Tensor | None:

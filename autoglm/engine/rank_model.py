@@ -15,6 +15,7 @@ from torch import nn
 from autoglm.attention import select_attention_backend
 from autoglm.attention.kv_cache_format import KVCacheFormat, check_kv_cache_format, kv_cache_format
 from autoglm.config import EngineConfig
+from autoglm.engine.pooling.model_kind import engine_pools
 from autoglm.kernels.cpu_extension import start_cpu_kernel_build
 from autoglm.model_paths import resolve_model_path
 from autoglm.models import ModelConfig, load_model, resolve_dtype
@@ -27,6 +28,7 @@ from autoglm.models.linear_method import (
     with_int_weights,
 )
 from autoglm.models.lora import enable_lora
+from autoglm.models.pooling_models import pooling_model_class
 from autoglm.models.parameter_count import count_active_parameters, count_parameters
 from autoglm.platforms import compute_dtype
 from autoglm.runner.model_runner import ModelRunner
@@ -78,7 +80,9 @@ def load_rank_model(config: EngineConfig, device: torch.device) -> RankModel:
     logger.info("loading %s from %s on %s, computing in %s: %d layers of %s; LM head: %s", model_config.architecture,
                 model_path, device, str(dtype).removeprefix("torch."), model_config.num_hidden_layers, layers,
                 "the same" if lm_head == layers else lm_head)
-    model, model_config = load_model(model_path, dtype, device, model_config, linear_methods)
+    pooling_class = (pooling_model_class(model_config.architecture, config.pooling.classifier_from_token is not None)
+                     if engine_pools(config.pooling, model_path, model_config) else None)
+    model, model_config = load_model(model_path, dtype, device, model_config, linear_methods, pooling_class)
     if config.lora.enable_lora:
         enable_lora(model, config.lora.max_loras, config.lora.max_lora_rank, dtype, device)
     if device.type == "cpu" and hasattr(model, "enable_native_decode"):

@@ -6,6 +6,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from autoglm.engine.pooling.pooled_prompt import PooledPrompt
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.structured_output import SequenceConstraint
 from autoglm.errors import InvalidRequestError, quote_value
@@ -86,6 +87,7 @@ class Sequence:
     # token_ids ends with PENDING_TOKEN, standing for the token a launched step sampled but the engine has
     # not read yet (async scheduling); the next plan defers that input to the device.
     last_token_pending: bool = False
+    pooled: PooledPrompt | None = field(default=None, repr=False)  # a pooling request's; None: it generates
     seq_id: int = field(default_factory=lambda: next(_sequence_counter))
     needs_prompt_logprobs: bool = field(init=False)  # prompt positions are still to be scored
 
@@ -117,6 +119,11 @@ class Sequence:
     @property
     def prompt_token_ids(self) -> list[int]:
         return self.token_ids[: self.num_prompt_tokens]
+
+    @property
+    def pools_every_position(self) -> bool:
+        """A pooling sequence whose vector reads every prompt position's hidden state (MEAN, CLS), not the last alone."""
+        return self.pooled is not None and self.pooled.reads_every_position
 
     @property
     def is_finished(self) -> bool:

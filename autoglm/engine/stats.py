@@ -1,8 +1,9 @@
 """The engine's load and counters as one snapshot, read by metrics and logs without touching the engine."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from autoglm.engine.kv_offload.tier_stats import TierStats
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 
 
@@ -24,3 +25,4 @@ class EngineStats:
     tensor_parallel_size: int = 1  # processes the model is split across
     num_failed_steps: int = 0  # steps that raised (see step_isolation)
     spec_decode: SpecDecodeStats | None = None  # None: speculative decoding is off
+    kv_tiers: list[TierStats] = field(default_factory=list)  # host memory, then disk; empty: no tiers

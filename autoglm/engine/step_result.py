@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import torch
+
 from autoglm.engine.plan_builder import PlannedStep
 from autoglm.engine.sequence import Sequence
 from autoglm.outputs import Logprob, PositionLogprobs
@@ -42,6 +44,9 @@ class StepResult:
     sampled: dict[Sequence, list[SampledToken]] = field(default_factory=dict)
     # For sequences asking for prompt logprobs: entries for the prompt tokens this chunk scored.
     prompt_logprobs: dict[Sequence, list[PositionLogprobs]] = field(default_factory=dict)
+    # Each pooling sequence's share of its vector from this chunk (see PoolingChunk), and whether the chunk
+    # started its prompt.
+    pooled: dict[Sequence, tuple[torch.Tensor | None, bool]] = field(default_factory=dict)
 
 
 def step_result(planned: PlannedStep, output: StepOutput) -> StepResult:
@@ -60,4 +65,6 @@ def step_result(planned: PlannedStep, output: StepOutput) -> StepResult:
             for token_id, logprob, rank, top_ids, top_values in zip(
                 scoring.target_token_ids, scored.logprobs, scored.ranks, scored.top_token_ids, scored.top_logprobs)
         ]
+    for seq, chunk, part in zip(planned.pooled_seqs, planned.plan.pooling, output.pooled):
+        result.pooled[seq] = (part, chunk.starts_prompt)
     return result

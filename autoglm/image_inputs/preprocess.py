@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from PIL import Image
-from transformers import AutoImageProcessor
 
 from autoglm.multimodal import ImageInput
 from autoglm.errors import InvalidRequestError
@@ -19,6 +18,10 @@ class ImagePreprocessor:
     no state between calls, so worker threads share it."""
 
     def __init__(self, folder: Path, server_kwargs: Mapping[str, int]) -> None:
+        # Imported here: transformers' image processing pulls in its model code, seconds that only a server
+        # of a vision-language model should pay.
+        from transformers import AutoImageProcessor
+
         self._processor = AutoImageProcessor.from_pretrained(folder, backend="pil")
         self.merge_size: int = self._processor.merge_size
         size = self._processor.size

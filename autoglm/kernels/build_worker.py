@@ -58,10 +58,22 @@ def _compile(spec: KernelSpec, folder: Path) -> None:
          extra_ldflags=list(spec.ldflags), build_directory=str(folder))
 
 
+_ending = threading.Event()  # set once a thread has begun killing the build
+
+
 def _end_build() -> None:
     """Kill every process of this build, then this one."""
+    _ending.set()
     kill_descendants()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _wait_for_the_ending() -> None:
+    """Block while another thread ends the build. Its kills make the main thread's build fail at once;
+    were the main thread to return then, the interpreter would stop the ending thread midway and leave the
+    compilers it had not yet reached running, orphaned. The ending thread kills this process."""
+    while _ending.is_set():
+        time.sleep(1.0)
 
 
 def _end_with_parent() -> None:
@@ -96,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LockTimeout, OSError, RuntimeError, ImportError) as error:  # a live holder, no toolchain, a failed build
         print(error, file=sys.stderr)
         return 1
+    finally:
+        _wait_for_the_ending()
     return 0
 
 

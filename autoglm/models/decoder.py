@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from autoglm.distributed.pipeline_state import receive_activations, send_activations
 from autoglm.models.expert_method import ExpertMethod
 from autoglm.models.layers import GatedMLP, RMSNorm, SelfAttention
 from autoglm.models.linear_method import LinearMethodBase, LinearMethods
@@ -24,6 +25,7 @@ from autoglm.models.model_config import ModelConfig
 from autoglm.models.native_decode import NativeDecodeStep
 from autoglm.models.parallel_vocab import lm_head, vocab_embedding
 from autoglm.models.partition import ModelPartition, current_partition
+from autoglm.models.pipeline_stage import OnAnotherStage, held_weights, stage_parts
 from autoglm.models.rotary import RotaryAngles, RotaryEmbedding
 from autoglm.models.sparse_moe_block import SparseMoeBlock
 from autoglm.models.weight_loading import load_checkpoint_weights
@@ -78,28 +80,43 @@ class DecoderLayer(nn.Module):
 
 
 class DecoderModel(nn.Module):
-    """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix."""
+    """Embedding, the layer stack and the final norm; the checkpoint's ``model.`` prefix.
+
+    A pipeline stage holds its own layers only (see ``pipeline_stage``): a stage after the first reads its
+    input stream from the stage before, and one before the last hands its output stream on.
+    """
 
     def __init__(self, config: ModelConfig, spec: DecoderSpec, linear_methods: LinearMethods,
                  partition: ModelPartition) -> None:
         super().__init__()
-        self.embed_tokens = vocab_embedding(partition.vocab, config.hidden_size)
+        self.parts = stage_parts(config)
+        self.hidden_size = config.hidden_size
+        self.dtype = torch.get_default_dtype()  # the loader builds the model in its compute dtype
+        self.embed_tokens = (vocab_embedding(partition.vocab, config.hidden_size) if self.parts.embedding
+                             else OnAnotherStage())
         self.rotary_emb = RotaryEmbedding(config, interleaved=spec.interleaved_rotary)
         self.layers = nn.ModuleList(
             DecoderLayer(config, spec, index, linear_methods.layers, linear_methods.experts, partition)
+            if index in self.parts.layers else OnAnotherStage()
             for index in range(config.num_hidden_layers)
         )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps) if self.parts.last else OnAnotherStage()
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 input_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """``input_embeds``: the tokens' input embeddings where a caller made them (a vision-language model
         puts image rows among them); else looked up from ``input_ids``."""
-        hidden = self.embed_tokens(input_ids) if input_embeds is None else input_embeds
-        angles = self.rotary_emb(positions, hidden.dtype)  # shared by every layer
         residual = None
-        for layer in self.layers:
-            hidden, residual = layer(hidden, residual, angles)
+        if not self.parts.first:
+            hidden, residual = receive_activations(input_ids.shape[0], self.hidden_size, self.dtype, input_ids.device)
+        else:
+            hidden = self.embed_tokens(input_ids) if input_embeds is None else input_embeds
+        angles = self.rotary_emb(positions, hidden.dtype)  # shared by every layer
+        for index in self.parts.layers:
+            hidden, residual = self.layers[index](hidden, residual, angles)
+        if not self.parts.last:
+            send_activations(hidden, residual)
+            return hidden  # no stage reads it here: only the last stage's hidden states reach the LM head
         return self.norm.add_and_norm(hidden, residual)[0]
 
 
@@ -115,14 +132,16 @@ class DecoderForCausalLM(nn.Module):
         partition = current_partition(config)
         self.model = DecoderModel(config, spec, linear_methods, partition)
         tied_weight = self.model.embed_tokens.weight if config.tie_word_embeddings else None
-        self.lm_head = lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
+        self.lm_head = (lm_head(config.hidden_size, partition.vocab, linear_methods.lm_head, tied_weight)
+                        if self.model.parts.last else OnAnotherStage())
         self.native_decode: NativeDecodeStep | None = None  # see enable_native_decode
         self.lora: LoRASlots | None = None  # adapter slots, where LoRA is enabled (see models.lora.enable_lora)
 
     def enable_native_decode(self, max_rows: int) -> None:
         """Let decode steps of up to ``max_rows`` sequences run as one native call where the kernels allow; never
-        for a mixture-of-experts model, whose experts the native step (dense MLPs only) cannot run."""
-        native = max_rows > 0 and self.config.moe is None
+        for a mixture-of-experts model, whose experts the native step (dense MLPs only) cannot run, nor for a
+        pipeline stage, whose step is part of the stack."""
+        native = max_rows > 0 and self.config.moe is None and self.model.parts.whole_model
         self.native_decode = NativeDecodeStep(self, max_rows) if native else None
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -144,4 +163,4 @@ class DecoderForCausalLM(nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from Hugging Face-named tensors (split q/k/v and gate/up allowed)."""
         ignored = frozenset({"lm_head.weight"}) if self.config.tie_word_embeddings else frozenset()
-        load_checkpoint_weights(self, weights, ignored)
+        load_checkpoint_weights(self, held_weights(self, weights), ignored)

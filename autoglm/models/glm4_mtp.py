@@ -23,7 +23,7 @@ from autoglm.models.glm4_moe import glm4_moe_spec
 from autoglm.models.layers import RMSNorm
 from autoglm.models.linear import Linear
 from autoglm.models.linear_method import LinearMethods, process_weights_after_loading
-from autoglm.models.loader import _default_dtype, safetensors_files
+from autoglm.models.loader import default_dtype, safetensors_files
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.partition import current_partition
 from autoglm.models.rotary import RotaryAngles
@@ -85,7 +85,7 @@ def load_mtp_layer(model_path: Path, config: ModelConfig, dtype: torch.dtype, de
         raise ValueError(f"speculative method 'mtp': the checkpoint in {model_path} holds no tensors of its "
                          f"multi-token prediction layer ({prefix}*), although num_nextn_predict_layers is "
                          f"{config.moe.num_nextn_predict_layers}")
-    with torch.device(device), _default_dtype(dtype):
+    with torch.device(device), default_dtype(dtype):
         layer = Glm4MtpLayer(config, linear_methods, index)
     renamed = ((name if name.startswith(_OWN_TENSORS) else f"block.{name}", tensor)
                for name, tensor in tensors.items() if not name.startswith(_SHARED_TENSORS))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import torch
@@ -79,7 +79,8 @@ def iter_checkpoint_tensors(files: list[Path],
 
 
 @contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Parameters created inside are of `dtype`, as the checkpoint's weights are (the MTP layer's loader too)."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -89,16 +90,18 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 
 
 def load_model(path: str | Path, dtype: torch.dtype, device: torch.device, config: ModelConfig | None = None,
-               linear_methods: LinearMethods | None = None) -> tuple[nn.Module, ModelConfig]:
+               linear_methods: LinearMethods | None = None,
+               model_class: Callable[[ModelConfig, LinearMethods], nn.Module] | None = None) -> tuple[nn.Module, ModelConfig]:
     """Build the model ``config.json`` describes (or ``config``, already read from it) on ``device``
-    in ``dtype`` with ``linear_methods`` (unquantized where not given), and load its weights."""
+    in ``dtype`` with ``linear_methods`` (unquantized where not given), and load its weights. ``model_class``
+    builds another model of the checkpoint than its architecture's (a pooling engine's)."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
     config = config or ModelConfig.from_pretrained(folder)
-    model_class = model_class_for(config.architecture)
+    model_class = model_class or model_class_for(config.architecture)
     files = safetensors_files(folder)
-    with torch.device(device), _default_dtype(dtype):
+    with torch.device(device), default_dtype(dtype):
         model = model_class(config, linear_methods or LinearMethods())
     model.load_weights(iter_checkpoint_tensors(files, checkpoint_names_elsewhere(model)))
     process_weights_after_loading(model)

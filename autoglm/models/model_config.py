@@ -86,6 +86,7 @@ class ModelConfig:
     vision: VisionLanguageConfig | None = None  # None: a text-only model
     use_qk_norm: bool = False  # GLM-4.5's switch for a per-head q/k norm
     moe: MoeConfig | None = None  # None: every layer's MLP is dense
+    num_labels: int = 2  # a sequence classifier's outputs (transformers' default where the config names none)
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
@@ -150,7 +151,17 @@ class ModelConfig:
             vision=vision,
             use_qk_norm=fields.flag("use_qk_norm", False),
             moe=parse_moe_config(fields, architecture, num_hidden_layers),
+            num_labels=_num_labels(data, source),
         )
+
+
+def _num_labels(data: dict[str, Any], source: str) -> int:
+    """A sequence classifier's output count: its ``id2label`` entries, else ``num_labels``, else 2."""
+    labels = data.get("id2label")
+    count = len(labels) if isinstance(labels, dict) and labels else data.get("num_labels", 2)
+    if type(count) is not int or count < 1:
+        raise ValueError(f"{source}: 'num_labels' must be a whole number of at least 1, got {count!r}")
+    return count
 
 
 def _decoder_settings(data: dict[str, Any], architecture: str, source: str) -> dict[str, Any]:

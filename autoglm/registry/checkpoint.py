@@ -5,17 +5,18 @@ under any other.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from autoglm.registry.errors import RegistryError
+from autoglm.weights_checksum import WEIGHT_FILE_PATTERNS, files_sha256, weight_files, weights_sha256
 
-WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")
 # What marks a folder as a PEFT adapter rather than a model checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"
-_HASH_CHUNK_BYTES = 1 << 20
+# The checksum itself lives below the engine, which keys the KV disk tier by it; registries import it from here.
+__all__ = ["ADAPTER_CONFIG_FILE", "CheckpointFacts", "adapter_sha256", "checkpoint_architecture", "describe_checkpoint",
+           "files_sha256", "is_adapter_folder", "weight_files", "weights_sha256"]
 
 
 @dataclass(frozen=True)
@@ -27,34 +28,10 @@ class CheckpointFacts:
     size_bytes: int
 
 
-def weight_files(path: Path) -> list[Path]:
-    """The folder's weight files, sorted by name, so the checksum does not depend on listing order."""
-    files = {file for pattern in WEIGHT_FILE_PATTERNS for file in path.glob(pattern) if file.is_file()}
-    return sorted(files, key=lambda file: file.name)
-
-
-def weights_sha256(path: Path) -> str:
-    """Hex SHA-256 over each weight file's name and bytes, in name order: changes if any file changes,
-    is renamed, added or removed."""
-    return files_sha256(weight_files(path))
-
-
 def adapter_sha256(path: Path) -> str:
     """Hex SHA-256 of an adapter's config (its rank, alpha and target modules change what it writes) and weight
     files."""
     return files_sha256([path / ADAPTER_CONFIG_FILE, *weight_files(path)])
-
-
-def files_sha256(files: list[Path]) -> str:
-    """Hex SHA-256 over each file's name and bytes, in the order given, read in chunks (a weight file may not
-    fit in memory twice)."""
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.name.encode() + b"\0")
-        with file.open("rb") as stream:
-            while chunk := stream.read(_HASH_CHUNK_BYTES):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 def is_adapter_folder(path: Path) -> bool:

@@ -10,14 +10,17 @@ from torch import nn
 
 from autoglm.attention import Attention, AttentionBackend, ForwardContext, select_attention_backend
 from autoglm.attention.kv_cache_format import AUTO, KVCacheFormat
+from autoglm.distributed.pipeline_state import pipeline_stage
 from autoglm.models.fused_experts import FusedExperts
 from autoglm.models.linear import Linear
 from autoglm.models.lora import NO_SLOT, LoRASlots, read_adapter
 from autoglm.profiling import ATTENTION, FORWARD, LINEAR, NO_PROFILER, PREPARE, SAMPLE, NullProfiler, StepProfiler
 from autoglm.runner.encoder_cache import EncoderCache
 from autoglm.runner.kv_cache import allocate_kv_cache, attention_layers
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
 from autoglm.runner.padded_decode import PaddedDecode, PaddedDecodeSettings
 from autoglm.runner.pending_output import PendingStepOutput
+from autoglm.runner.pooler import pool_chunks
 from autoglm.runner.sampler import Sampler, SamplingBatch
 from autoglm.device_transfer import tensor_to_device, to_device
 from autoglm.step_output import ScoredPrompt, StepOutput
@@ -57,6 +60,8 @@ class ModelRunner:
         self._last_sampled: torch.Tensor | None = None  # the previous step's sampled ids, on the device
         # Called with each plan and its final hidden states [T, hidden], for a proposer that reads them (MTP).
         self.hidden_states_sink: Callable[[StepPlan, torch.Tensor], None] | None = None
+        # The host KV tier the plans' block moves go to and come from (kv_offload_bytes); None: no tiers.
+        self.host_tier: HostBlockArea | None = None
 
     @property
     def attention_backend(self) -> AttentionBackend:
@@ -82,6 +87,10 @@ class ModelRunner:
         deferred tokens, and their copy to the host is under way when this returns. On CUDA nothing here
         waits for the device unless the plan scores prompt positions."""
         profiler = self.profiler
+        if plan.kv_transfers is not None:
+            if self.host_tier is None:
+                raise ValueError("the plan moves KV blocks to or from the host tier, but this runner has none")
+            self.host_tier.apply(plan.kv_transfers)  # before the forward pass reads or overwrites those blocks
         adapters = any(slot != NO_SLOT for slot in plan.lora_slots)
         # Decode graphs were captured without adapters: a step with adapter rows runs eagerly.
         serves = self.padded_decode and self.padded_decode.serves(plan) and not adapters
@@ -111,6 +120,10 @@ class ModelRunner:
             self.hidden_states_sink(plan, hidden)
         logit_tokens = plan.logit_tokens()
         output = StepOutput()
+        if not pipeline_stage().is_last:  # a stage before the last has sent its stream on
+            return PendingStepOutput(output)
+        if plan.pooling:
+            output.pooled = pool_chunks(self.model, hidden, plan.pooling)
         if not logit_tokens:
             return PendingStepOutput(output)
         with profiler.phase(FORWARD), profiler.forward_part(LINEAR):

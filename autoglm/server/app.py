@@ -28,7 +28,7 @@ from autoglm.server.batches.service import BatchService
 from autoglm.server.batches.timing import BatchClock
 from autoglm.server.dependencies import State, get_and_head
 from autoglm.server.lora import routes as lora
-from autoglm.server.openai import chat, completions, models, tokenize
+from autoglm.server.openai import chat, completions, embeddings, models, rerank, score, tokenize
 from autoglm.server.responses_api import routes as responses_api
 from autoglm.server.tenants import admin_routes as admin
 from autoglm.server.openai.errors import install_error_handlers
@@ -138,7 +138,8 @@ def build_app(config: ServerConfig, load_engine: EngineBuilder | None = None,
                   docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None)
     app.state.server = state
     routers = [router, models.router, tokenize.router, completions.router, chat.router, responses_api.router,
-               anthropic.router, file_routes.router, batch_routes.router, lora.router]
+               anthropic.router, file_routes.router, batch_routes.router, embeddings.router, rerank.router,
+               score.router, lora.router]
     if keyring is not None:  # no tenants to administer without keys
         routers.append(admin.router)
     if state.lifecycle is not None:

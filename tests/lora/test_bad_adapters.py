@@ -82,3 +82,10 @@ def test_lora_off_refuses_adapters(lora_case):
     llm = LLM(model=str(lora_case.base), dtype="float32", kv_cache_memory=1 << 20)
     with pytest.raises(LoRAAdapterError, match="without enable_lora"):
         llm.generate([[5, 6]], use_tqdm=False, lora_request=lora_case.adapters["attention"])
+
+
+def test_lora_request_of_another_type_is_refused(llm):
+    with pytest.raises(ValueError, match="lora_request must be a LoRARequest, None, or a list of them; got 'sql'"):
+        llm.generate([[5, 6], [7, 8]], use_tqdm=False, lora_request=[None, "sql"])
+    with pytest.raises(ValueError, match="got 'sql'"):
+        llm.generate([[5, 6]], use_tqdm=False, lora_request="sql")

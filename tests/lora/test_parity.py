@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from autoglm import LLM, SamplingParams
+from autoglm.lora_request import LoRARequest
+from tests.lora.adapters import AdapterSpec, make_adapter, peft_reference
 from tests.lora.conftest import NUM_NEW_TOKENS, PROMPTS
+from tests.tiny_models import make_tiny_checkpoint
 
 LOGPROB_TOLERANCE = 1e-4
 NAMES = [None, "attention", "mlp", "everything"]
@@ -60,3 +63,30 @@ def test_one_slot_runs_two_adapters_in_flight_by_turns(lora_case, references):
               kv_cache_memory=1 << 20)
     outputs = llm.generate(prompts, greedy_params(), use_tqdm=False, lora_request=requests)
     assert_rows_match(outputs, rows, references, LOGPROB_TOLERANCE)
+
+
+@pytest.mark.timeout(120)
+def test_an_adapter_whose_turn_comes_while_no_sequence_slot_is_free_leaves_no_step_empty(lora_case, references):
+    """max_num_seqs=2 runs two requests of one adapter; the third request's adapter gets the turn but cannot be
+    admitted, so the running adapter takes the step rather than leaving it empty (which would stall the engine)."""
+    names = ["attention", "attention", "mlp"]
+    prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[2]]
+    llm = LLM(model=str(lora_case.base), dtype="float32", enable_lora=True, max_loras=1, max_cpu_loras=2,
+              max_num_seqs=2, kv_cache_memory=1 << 20)
+    outputs = llm.generate(prompts, greedy_params(), use_tqdm=False,
+                           lora_request=[lora_case.adapters[name] for name in names])
+    assert_rows_match(outputs, list(zip(names, range(3))), references, LOGPROB_TOLERANCE)
+
+
+@pytest.mark.timeout(120)
+def test_glm4_adapter_on_its_fused_gate_up_projection_matches_peft(tmp_path):
+    """GLM-4's checkpoints fuse gate and up into mlp.gate_up_proj, and PEFT adapters target it by that name."""
+    base = make_tiny_checkpoint("glm4", tmp_path / "glm4")
+    spec = AdapterSpec(8, 16, ("q_proj", "v_proj", "gate_up_proj", "down_proj"))
+    adapter = LoRARequest("fused", 1, str(make_adapter(base, tmp_path / "fused", spec, seed=5)))
+    reference = peft_reference(base, tmp_path / "fused", PROMPTS, NUM_NEW_TOKENS)
+    assert reference.token_ids != peft_reference(base, None, PROMPTS, NUM_NEW_TOKENS).token_ids
+    llm = LLM(model=str(base), dtype="float32", enable_lora=True, kv_cache_memory=1 << 20)
+    outputs = llm.generate(PROMPTS, greedy_params(), use_tqdm=False, lora_request=adapter)
+    assert_rows_match(outputs, [("fused", index) for index in range(len(PROMPTS))], {"fused": reference},
+                      LOGPROB_TOLERANCE)

@@ -46,7 +46,7 @@ def test_adapters_take_turns_so_none_waits_for_good():
         allowed = turns.allowed(candidates)
         assert len(allowed) == 1
         ran.append(*allowed)
-        turns.ran([candidate for candidate in candidates if candidate.lora_int_id in allowed], step)
+        turns.ran([candidate for candidate in candidates if candidate.lora_int_id in allowed], allowed, step)
     assert ran == [1, 2, 3, 1, 2, 3]
     assert AdapterTurns(max_loras=3).allowed(candidates) is None  # every adapter fits
 

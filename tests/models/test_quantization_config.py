@@ -92,7 +92,7 @@ def test_a_quantized_checkpoint_refuses_another_bit_width(tmp_path) -> None:
 def test_an_int4_checkpoint_without_the_package_says_which_extra_to_install(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "compressed_tensors.compressors.pack_quantized.helpers", None)  # as if absent
     with pytest.raises(ValueError, match=r"needs the compressed-tensors package: pip install 'open-autoglm\[quant\]'"):
-        compressed_tensors._unpacker()
+        compressed_tensors.int4_unpacker()
 
 
 def test_autoglm_quantize_without_the_package_says_which_extra_to_install(monkeypatch, tmp_path) -> None:

@@ -136,9 +136,9 @@ def test_a_messages_name_reaches_the_chat_template():
 
 def test_unsupported_and_unknown_routes_answer_in_openais_error_shape(server):
     with pytest.raises(openai.NotFoundError) as caught:
-        server.openai().embeddings.create(model=MODEL, input="Hello")
+        server.openai().moderations.create(model=MODEL, input="Hello")
     assert caught.value.body["code"] == "unsupported_endpoint"
-    assert caught.value.body["message"].startswith("/v1/embeddings is not supported by this server")
+    assert caught.value.body["message"].startswith("/v1/moderations is not supported by this server")
     unknown = httpx.get(server.url + "/v1/nothing/here")
     assert unknown.status_code == 404 and error_of(unknown)["code"] == "unknown_url"
     assert "GET '/v1/nothing/here'" in error_of(unknown)["message"]

@@ -26,10 +26,10 @@ FUZZ_SEED = 1
 # Where a schema-valid body may still be refused, for rules JSON Schema cannot state: the prompt and
 # max_tokens together within the context, one output constraint at most, a regex or grammar that compiles,
 # token ids within the vocabulary of the model named, a previous response that is stored, an uploaded file that
-# is JSONL text, a batch's file and endpoint that exist here, a LoRA adapter in a folder the server may load from.
-# Every other check runs on these too.
-MIXED_RULES = ("^/(v1/((chat/)?completions|responses|messages(/count_tokens)?|files.*|batches.*|(un)?load_lora_adapter)"
-               "|tokenize|detokenize)$")
+# is JSONL text, a batch's file and endpoint that exist here, a pooling route's model that pools, a LoRA adapter in
+# a folder the server may load from. Every other check runs on these too.
+MIXED_RULES = ("^/(v1/((chat/)?completions|responses|messages(/count_tokens)?|files.*|batches.*|embeddings|rerank|score"
+               "|(un)?load_lora_adapter)|v2/rerank|rerank|score|tokenize|detokenize)$")
 
 
 @pytest.fixture(scope="module")

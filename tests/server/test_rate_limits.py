@@ -28,6 +28,7 @@ TENANTS = {
     "tpm": {"tokens_per_minute": 30},
     "concurrent": {"max_concurrent_requests": 1},
     "daily": {"tokens_per_day": 20},
+    "rpd": {"requests_per_day": 2},
     "capped": {"max_tokens_cap": 5},
     "reported": {"requests_per_minute": 100, "tokens_per_minute": 10_000},
     "unlimited": {},
@@ -88,6 +89,20 @@ def test_requests_per_minute(limited_server, tenants):
     CLOCK.advance(retry - 1)
     assert complete(limited_server, key).status_code == 429, "the window has a second left"
     CLOCK.advance(1)
+    assert complete(limited_server, key).status_code == 200
+
+
+def test_requests_per_day_are_reported_in_the_request_headers_and_reset_with_the_day(limited_server, tenants):
+    key = tenants.keys["rpd"]
+    answers = [complete(limited_server, key) for _ in range(2)]
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert [answer.headers["x-ratelimit-remaining-requests"] for answer in answers] == ["1", "0"]
+    retry = assert_refused(complete(limited_server, key), "requests", "requests per day", "requests_per_day",
+                           "limit 2")
+    assert retry > WINDOWS.minute_s, "the day's window, not a minute's"
+    CLOCK.advance(WINDOWS.minute_s)
+    assert complete(limited_server, key).status_code == 429, "a new minute is no new day"
+    CLOCK.advance(retry)
     assert complete(limited_server, key).status_code == 200
 
 

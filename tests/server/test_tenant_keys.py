@@ -65,7 +65,7 @@ def test_the_key_is_checked_before_the_body_is_read(keyed_server):
 
 
 def test_an_unknown_v1_route_needs_a_key_too(keyed_server):
-    assert httpx.get(keyed_server.url + "/v1/embeddings").status_code == 401
+    assert httpx.get(keyed_server.url + "/v1/moderations").status_code == 401
 
 
 @pytest.mark.parametrize("key", ["agk-wrong", "not even a key"])

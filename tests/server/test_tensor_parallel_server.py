@@ -26,8 +26,9 @@ def start_server(model) -> tuple[subprocess.Popen, str, psutil.Process]:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     wait_for_health(url, 200, timeout_s=2 * HANG_S)
-    (worker,) = [child for child in psutil.Process(process.pid).children()
-                 if "spawn_main" in " ".join(child.cmdline())]
+    (fork_server,) = [child for child in psutil.Process(process.pid).children()
+                      if "forkserver" in " ".join(child.cmdline())]
+    (worker,) = fork_server.children()
     return process, url, worker
 
 

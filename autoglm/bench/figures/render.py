@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from autoglm.bench.batch import report as batch_report
-from autoglm.bench.figures import (batch_tables, glance_tables, image_tables, llamacpp_tables, lora_tables,
-                                   quantization_tables, structured_tables, tables, tenant_tables)
+from autoglm.bench.figures import (batch_tables, embed_tables, glance_tables, image_tables, kv_tier_tables,
+                                   llamacpp_tables, lora_tables, pipeline_tables, quantization_tables, structured_tables,
+                                   tables, tenant_tables)
 from autoglm.bench.figures.markers import Marker, fill_markers
 from autoglm.bench.lora import report as lora_report
 from autoglm.bench.results import quantities as q
@@ -61,6 +62,9 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "compare-llamacpp": llamacpp_tables.compare_llamacpp,
     "images": image_tables.images,
     "batch": batch_tables.batch,
+    "kv-tiers": kv_tier_tables.kv_tiers,
+    "embed": embed_tables.embed,
+    "pipeline": pipeline_tables.pipeline,
     "lora": lora_tables.lora,
 }
 # Figures inside sentences: how each is computed, and how it is written unless the marker says.

@@ -10,12 +10,17 @@ A block's hash mixes in the manager's ``cache_salt`` and its sequence's own (a t
 that holds image placeholders also mixes in those images' content hashes and offsets: the same
 image hits, another image of the same size (the same placeholder tokens) misses. A sequence that runs with a
 LoRA adapter mixes in the adapter's content digest: no block is shared between adapters, or with the base model.
+
+With ``lower_tiers`` (see :mod:`autoglm.engine.kv_offload`), an evicted cached block is handed to them before
+its block is reused, and a prefix lookup that misses the pool goes on in them: a block they hold is restored into
+a fresh block when the sequence is allocated, and counts as cached.
 """
 from __future__ import annotations
 
 import hashlib
 from array import array
 from collections import OrderedDict
+from typing import Protocol
 
 from autoglm.engine.sequence import Sequence
 
@@ -40,6 +45,20 @@ def salt_bytes(salt: str) -> bytes:
     return hashlib.blake2b(salt.encode(), digest_size=16, person=b"autoglm-salt").digest()
 
 
+class LowerTiers(Protocol):
+    """Where the prefix cache's evicted blocks go, and come back from."""
+
+    def holds(self, block_hash: bytes) -> bool:
+        """Whether the block can be restored if the sequence looking it up is allocated in this step."""
+
+    def evicted(self, block_id: int, block_hash: bytes) -> None:
+        """The pool is about to reuse ``block_id``, which holds ``block_hash``: keep its contents if there is room."""
+
+    def restore(self, block_hashes: list[bytes], block_ids: list[int], missed_next: bool) -> None:
+        """Bring back each of ``block_hashes`` into the fresh block beside it; ``missed_next``: the lookup went
+        on past them and no tier held the next block."""
+
+
 class BlockManager:
     """Owns the fixed pool of KV blocks and each sequence's block table.
 
@@ -55,10 +74,12 @@ class BlockManager:
         enable_prefix_caching: bool = True,
         reserve_tokens_per_seq: int | None = None,
         cache_salt: bytes = b"",
+        lower_tiers: LowerTiers | None = None,
     ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.cache_salt = cache_salt
+        self.lower_tiers = lower_tiers
         self.enable_prefix_caching = enable_prefix_caching and reserve_tokens_per_seq is None
         self._ref_counts = [0] * num_blocks
         self._block_hash: list[bytes | None] = [None] * num_blocks
@@ -100,14 +121,15 @@ class BlockManager:
             images = b"" if seq.vision is None else seq.vision.block_digest(index * size, (index + 1) * size)
             seq.block_hashes.append(hash_block(parent, tokens, salt, images, seq.adapter_digest))
 
-    def find_cached_prefix(self, seq: Sequence) -> list[int]:
-        """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute.
+    def find_cached_prefix(self, seq: Sequence) -> list[int | None]:
+        """Leading blocks of ``seq`` whose K/V already exist; at least one token is left to compute. None stands
+        for a block a lower tier holds, restored into a fresh block by :meth:`allocate`.
 
         They come from the prefix cache or, for an n > 1 completion, from the prompt blocks of
         the completion that read the prompt, whichever covers more (prefix caching may be off).
-        None while ``seq`` still has prompt positions to score: those must be computed.
+        None while ``seq`` still has prompt positions to score, or pools every position: those must be computed.
         """
-        if self._region_blocks is not None or seq.needs_prompt_logprobs:
+        if self._region_blocks is not None or seq.needs_prompt_logprobs or seq.pools_every_position:
             return []
         hits = self._cache_hits(seq) if self.enable_prefix_caching else []
         parent = seq.parent
@@ -117,12 +139,12 @@ class BlockManager:
                 hits = parent.block_table[:num_shared]  # empty once the parent is preempted or done
         return hits
 
-    def _cache_hits(self, seq: Sequence) -> list[int]:
+    def _cache_hits(self, seq: Sequence) -> list[int | None]:
         self._update_hashes(seq, seq.num_tokens - 1)
-        hits: list[int] = []
+        hits: list[int | None] = []
         for block_hash in seq.block_hashes:
             block_id = self._cached.get(block_hash)
-            if block_id is None:
+            if block_id is None and not (self.lower_tiers is not None and self.lower_tiers.holds(block_hash)):
                 break
             hits.append(block_id)
         return hits
@@ -147,27 +169,54 @@ class BlockManager:
         seq.num_published_blocks = max(seq.num_published_blocks, num_full)
 
     # ---- allocation -----------------------------------------------------------------
-    def allocate(self, seq: Sequence, num_new_tokens: int, cached_blocks: list[int] = ()) -> bool:
+    def allocate(self, seq: Sequence, num_new_tokens: int, cached_blocks: list[int | None] = ()) -> bool:
         """Make room for ``num_new_tokens`` more tokens of ``seq``; False (and no change) if full.
 
         ``cached_blocks`` (from :meth:`find_cached_prefix`, for a sequence with no blocks yet)
-        become the head of its block table and count as computed.
+        become the head of its block table and count as computed; each None among them takes a fresh
+        block that a lower tier restores, published to the prefix cache at once.
         """
         if self._region_blocks is not None:
             return bool(seq.block_table) or self._allocate_region(seq)
         num_computed = seq.num_computed_tokens + len(cached_blocks) * self.block_size
+        num_restored = sum(1 for block_id in cached_blocks if block_id is None)
         needed = self.blocks_for(num_computed + num_new_tokens) - len(seq.block_table) - len(cached_blocks)
-        num_reused_free = sum(1 for block_id in cached_blocks if self._ref_counts[block_id] == 0)
-        if needed + num_reused_free > self.num_free_blocks:
+        num_reused_free = sum(1 for block_id in cached_blocks
+                              if block_id is not None and self._ref_counts[block_id] == 0)
+        if needed + num_restored + num_reused_free > self.num_free_blocks:
             return False
         for block_id in cached_blocks:
-            self._take(block_id)
-        seq.block_table.extend(cached_blocks)
+            if block_id is not None:
+                self._take(block_id)
+        admitted = not seq.block_table
+        restores = admitted and self.lower_tiers is not None
+        seq.block_table.extend(self._restored(seq, cached_blocks) if restores else cached_blocks)
         if cached_blocks:
             seq.num_computed_tokens = num_computed
         for _ in range(needed):
             seq.block_table.append(self._take_fresh())
         return True
+
+    def _restored(self, seq: Sequence, cached_blocks: list[int | None]) -> list[int]:
+        """``cached_blocks`` with a fresh block, published and restored by the lower tiers, in place of each None."""
+        blocks: list[int] = []
+        restored_hashes: list[bytes] = []
+        restored_blocks: list[int] = []
+        for index, block_id in enumerate(cached_blocks):
+            if block_id is None:
+                block_id = self._take_fresh()
+                block_hash = seq.block_hashes[index]
+                self._block_hash[block_id] = block_hash
+                self._cached.setdefault(block_hash, block_id)
+                restored_hashes.append(block_hash)
+                restored_blocks.append(block_id)
+            blocks.append(block_id)
+        # The lookup went on into the tiers past the hits, unless the hits are the parent's or were never looked up.
+        looked_up = seq.parent is None and not seq.needs_prompt_logprobs
+        missed_next = looked_up and len(seq.block_hashes) > len(cached_blocks)
+        if restored_blocks or missed_next:
+            self.lower_tiers.restore(restored_hashes, restored_blocks, missed_next)
+        return blocks
 
     def _allocate_region(self, seq: Sequence) -> bool:
         """Reserve a run of consecutive free blocks for the whole context of ``seq``."""
@@ -209,6 +258,8 @@ class BlockManager:
         block_id, _ = self._free.popitem(last=False)
         block_hash = self._block_hash[block_id]
         if block_hash is not None:
+            if self.lower_tiers is not None:
+                self.lower_tiers.evicted(block_id, block_hash)
             self._block_hash[block_id] = None
             if self._cached.get(block_hash) == block_id:
                 del self._cached[block_hash]

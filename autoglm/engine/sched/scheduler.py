@@ -48,10 +48,13 @@ class Scheduler:
         max_num_seqs_per_tenant: int | None = None,
         lookahead: Callable[[Sequence], int] | None = None,
         max_loras: int | None = None,
+        max_seqs_per_step: int | None = None,
     ) -> None:
         """``lookahead`` gives the proposed tokens a decoding sequence may verify in a step (speculative
         decoding); it gets slots for them only when they fit without preempting anyone. ``max_loras`` caps the
-        distinct LoRA adapters of a step (see :mod:`autoglm.engine.sched.adapter_turns`); None: LoRA is off."""
+        distinct LoRA adapters of a step (see :mod:`autoglm.engine.sched.adapter_turns`); None: LoRA is off.
+        ``max_seqs_per_step`` caps one step's sequences below ``max_num_seqs`` (pipeline parallelism's
+        microbatches share them)."""
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -61,6 +64,9 @@ class Scheduler:
         self.lookahead = lookahead
         self.adapter_turns = AdapterTurns(max_loras) if max_loras is not None else None
         self._allowed_adapters: set[int] | None = None  # this step's, None: every adapter
+        self.max_seqs_per_step = max_seqs_per_step or max_num_seqs
+        # Sequences of steps launched and not yet read (pipeline parallelism): passed over, running or waiting.
+        self.in_flight: set[Sequence] = set()
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.num_steps = 0
@@ -99,11 +105,31 @@ class Scheduler:
         """The next step: running sequences in the policy's budget order, then admissions, as budget lasts."""
         self.num_steps += 1
         batch = ScheduledBatch()
-        self._allowed_adapters = None if self.adapter_turns is None else self.adapter_turns.allowed(
-            seq for seq in [*self.running, *self.waiting] if not self._passed_over(seq))
+        self._allowed_adapters = self._adapter_turn([*self.running, *self.waiting])
+        self._schedule_running(batch)
+        if not batch.preempted:
+            self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
+        if not batch.seqs and self._allowed_adapters is not None:
+            # The adapters whose turn it was had nothing that could run (their requests could not be admitted):
+            # the running sequences' adapters take the step instead, so that no step is left empty.
+            self._allowed_adapters = self._adapter_turn(self.running)
+            self._schedule_running(batch)
+        if self.adapter_turns is not None:
+            self.adapter_turns.ran(batch.seqs, self._allowed_adapters, self.num_steps)
+        self.policy.step_scheduled(batch)
+        return batch
+
+    def _adapter_turn(self, seqs: list[Sequence]) -> set[int] | None:
+        """The LoRA adapters whose sequences among ``seqs`` this step may take; None: any."""
+        if self.adapter_turns is None:
+            return None
+        return self.adapter_turns.allowed(seq for seq in seqs if not self._passed_over(seq))
+
+    def _schedule_running(self, batch: ScheduledBatch) -> None:
+        """Add running sequences to ``batch`` in the policy's budget order, preempting where blocks run short."""
         for seq in self.policy.budget_order(self.running, self.num_steps):
             budget = self.max_num_batched_tokens - batch.num_tokens
-            if budget <= 0:  # an image's whole run may have taken more than the budget
+            if budget <= 0 or len(batch.seqs) >= self.max_seqs_per_step:  # an image's run may pass the budget
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted to make room for an earlier one
                 continue
@@ -118,12 +144,6 @@ class Scheduler:
                 batch.add(seq, num_new, num_lookahead)
             elif self._allocate_or_preempt(seq, num_new, batch):
                 batch.add(seq, num_new)
-        if not batch.preempted:
-            self._admit_waiting(batch, self.max_num_batched_tokens - batch.num_tokens)
-        if self.adapter_turns is not None:
-            self.adapter_turns.ran(batch.seqs, self.num_steps)
-        self.policy.step_scheduled(batch)
-        return batch
 
     def _lookahead_slots(self, seq: Sequence, num_new: int, budget: int) -> int:
         """Slots for a decoding sequence's proposed tokens, allocated now; 0 where none fit the budget or the pool."""
@@ -150,10 +170,10 @@ class Scheduler:
         return True
 
     def _passed_over(self, seq: Sequence) -> bool:
-        """Whether `seq` waits this step, running or waiting: another request runs alone (step_isolation),
-        or the mask of its next token is still being computed."""
+        """Whether `seq` waits this step, running or waiting: another request runs alone (step_isolation), a
+        step in flight computes for it, or the mask of its next token is still being computed."""
         isolated_out = self.isolated_request is not None and seq.request_id != self.isolated_request
-        return isolated_out or (seq.constraint is not None and not seq.constraint.mask_ready)
+        return isolated_out or seq in self.in_flight or (seq.constraint is not None and not seq.constraint.mask_ready)
 
     def _adapter_waits(self, seq: Sequence) -> bool:
         """Whether `seq`'s LoRA adapter sits this step out: other adapters take the step's slots."""
@@ -196,7 +216,8 @@ class Scheduler:
         in_flight = self._blocks_in_flight()
         running_per_tenant = Counter(tenant_id(seq) for seq in self.running)
         index = 0
-        while index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
+        while (index < len(self.waiting) and budget > 0 and len(self.running) < self.max_num_seqs
+               and len(batch.seqs) < self.max_seqs_per_step):
             seq = self.waiting[index]
             if (self._passed_over(seq) or self._adapter_waits(seq) or self._at_tenant_cap(seq, running_per_tenant)
                     or not self._admits(seq)):

@@ -2,9 +2,9 @@
 
 A fixed-size header says what follows and how long it is; the payload then holds every field of
 the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
-sampling settings column by column (floats as the bits of float64, so they come back exactly), and
-the token bitmask, if any, and the rows' LoRA slots and the adapters to install (by name, id and folder: a
-worker reads an adapter's files itself).
+sampling settings column by column (floats as the bits of float64, so they come back exactly), the
+token bitmask, if any, the rows' LoRA slots and the adapters to install (by name, id and folder: a worker reads
+an adapter's files itself), and the KV blocks to move to and from the host tier, if any.
 No Python object is pickled: a worker reads numbers it knows how to place.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from enum import IntEnum
 import torch
 
 from autoglm.lora_request import LoRARequest
-from autoglm.step_plan import AdapterLoad, PromptScoring, RowSampling, StepPlan
+from autoglm.step_plan import AdapterLoad, KVTransfers, PromptScoring, RowSampling, StepPlan
 
 _UINT64 = 2**64
 
@@ -145,6 +145,10 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     out.ints([len(loads)])
     out.ints([value for load in loads for value in (load.slot, load.request.lora_int_id)])
     out.ragged([list(text.encode()) for load in loads for text in (load.request.lora_name, load.request.lora_path)])
+    transfers = plan.kv_transfers  # a flag, then the KV blocks each rank moves on its own shard
+    out.ints([int(transfers is not None)])
+    if transfers is not None:
+        out.ragged([transfers.save_blocks, transfers.save_slots, transfers.restore_slots, transfers.restore_blocks])
     payload = out.payload()
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
                     int(plan.use_cpu_kernels))
@@ -202,9 +206,11 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
     texts = [bytes(values).decode() for values in read.ragged(2 * num_loads)]
     lora_loads = [AdapterLoad(load_ints[2 * i], LoRARequest(texts[2 * i], load_ints[2 * i + 1], texts[2 * i + 1]))
                   for i in range(num_loads)]
+    (has_transfers,) = read.ints(1)
+    kv_transfers = KVTransfers(*read.ragged(4)) if has_transfers else None
     return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
                     deferred_positions=deferred_positions, deferred_sources=deferred_sources,
                     token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels),
-                    lora_slots=lora_slots, lora_loads=lora_loads)
+                    lora_slots=lora_slots, lora_loads=lora_loads, kv_transfers=kv_transfers)

@@ -32,6 +32,7 @@ class GroupSettings:
     world_size: int
     device: str  # rank 0's device; rank r takes device index r on an accelerator
     expert_parallel: bool = False  # enable_expert_parallel: the ranks split the experts whole
+    pipeline_parallel_size: int = 1  # stages of world_size / pipeline_parallel_size tensor-parallel ranks each
 
 
 def group_settings(backend: str, device: torch.device, world_size: int,

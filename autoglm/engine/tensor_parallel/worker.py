@@ -1,9 +1,10 @@
-"""A worker process: rank 1..N-1 of a tensor-parallel engine.
+"""A worker process: rank 1..N-1 of a tensor-parallel engine, or any rank but the engine's of a pipeline.
 
-It joins the group, loads its shard of the model and the KV cache of its heads, then runs every
-plan rank 0 broadcasts, exactly as rank 0 runs it, until rank 0 says stop. Its outputs are
-discarded: rank 0's are the step's. It never outlives the engine's process: a thread waits on a
-pipe whose other end only that process holds, and ends the worker when the pipe closes.
+It joins the group, loads its shard of the model (under pipeline parallelism, of its stage's layers) and the
+KV cache of its heads, then runs every plan the engine sends, exactly as the engine's rank runs it, until the
+engine says stop. Its outputs are discarded: the engine's rank's are the step's. It never outlives the
+engine's process: a thread waits on a pipe whose other end only that process holds, and ends the worker
+when the pipe closes.
 """
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from multiprocessing.connection import Connection
 
 from autoglm.config import EngineConfig
 from autoglm.engine.rank_model import load_rank_model
-from autoglm.engine.tensor_parallel.process_group import (GroupSettings, join_group, leave_group, rank_device,
-                                                          rank_threads)
+from autoglm.engine.pipeline_parallel.join import join_ranks, leave_ranks
+from autoglm.engine.tensor_parallel.process_group import GroupSettings, rank_device, rank_threads
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.host_allocator import keep_freed_memory_for_reuse
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +34,14 @@ def run_worker(config: EngineConfig, settings: GroupSettings, rank: int, lifelin
     device = rank_device(settings, rank)
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
-    channel = join_group(settings, rank)
+    channel = join_ranks(settings, rank)
     runner = load_rank_model(config, device).runner(config.cache.block_size, channel.share())
+    if config.cache.kv_offload_bytes and (num_slots := channel.share()) > 0:  # rank 0 sized the host KV tier
+        runner.host_tier = HostBlockArea(runner.kv_pool, num_slots)
     while (plan := channel.receive()) is not None:
         with cpu_kernels_in_use(plan.use_cpu_kernels):  # rank 0's engine switches; every rank with it
             runner.launch(plan)  # its output is rank 0's to read
-    leave_group()
+    leave_ranks()
 
 
 def _exit_when_closed(lifeline: Connection) -> None:

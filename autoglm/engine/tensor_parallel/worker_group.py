@@ -1,5 +1,5 @@
-"""Rank 0's side of a tensor-parallel engine: it starts the worker processes, hands them each plan,
-notices the moment one dies, and stops them.
+"""The engine's side of a tensor- or pipeline-parallel engine: it starts the worker processes, hands them
+each plan, notices the moment one dies, and stops them.
 
 A dead worker breaks the engine for good (the ranks can no longer run a step together): every later
 step raises :class:`EngineBrokenError`, and the listeners hear of it at once, even while the engine
@@ -17,8 +17,11 @@ from multiprocessing.process import BaseProcess
 from autoglm.config import EngineConfig
 from autoglm.distributed.parallel_state import set_communication_timer
 from autoglm.engine.errors import EngineBrokenError
+from autoglm.engine.pipeline_parallel.join import join_ranks, leave_ranks
+from autoglm.engine.pipeline_parallel.layout import describe_rank, engine_rank
+from autoglm.engine.pipeline_parallel.stage_plan_channel import StagePlanChannel
 from autoglm.engine.tensor_parallel.plan_channel import PlanChannel
-from autoglm.engine.tensor_parallel.process_group import GroupSettings, join_group, leave_group
+from autoglm.engine.tensor_parallel.process_group import GroupSettings
 from autoglm.engine.tensor_parallel.worker import run_worker
 from autoglm.step_plan import StepPlan
 
@@ -43,13 +46,16 @@ def group_in_use() -> bool:
 
 
 class WorkerGroup:
-    """The worker processes of ranks 1..N-1, with this process as rank 0."""
+    """The worker processes of every rank but this process's: rank 0 under tensor parallelism alone, the last
+    stage's first rank under pipeline parallelism (see ``pipeline_parallel.layout``)."""
 
-    def __init__(self, settings: GroupSettings, processes: list[BaseProcess], lifelines: list[Connection]) -> None:
+    def __init__(self, settings: GroupSettings, processes: list[BaseProcess], lifelines: list[Connection],
+                 ranks: list[int]) -> None:
         self.settings = settings
         self._processes = processes
+        self._ranks = ranks  # each process's rank
         self._lifelines = lifelines  # this process's ends of the workers' lifeline pipes
-        self._channel: PlanChannel | None = None
+        self._channel: PlanChannel | StagePlanChannel | None = None
         self._broken: str | None = None  # why, once broken
         self._listeners: list[BrokenListener] = []
         self._lock = threading.Lock()
@@ -67,9 +73,13 @@ class WorkerGroup:
         if _member is not None:
             logger.info("a new tensor-parallel engine replaces the one before it in this process; that one is closed")
             _member.close(replaced=True)
-        context = multiprocessing.get_context("spawn")
+        # A fork server that imported the worker's modules once starts each later engine's workers in a moment,
+        # where a spawned interpreter would import torch again every time.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["autoglm.engine.tensor_parallel.worker"])
         processes, lifelines = [], []
-        for rank in range(1, settings.world_size):
+        ranks = [rank for rank in range(settings.world_size) if rank != engine_rank(settings)]
+        for rank in ranks:
             worker_end, engine_end = context.Pipe(duplex=False)
             process = context.Process(target=run_worker, args=(config, settings, rank, worker_end),
                                       name=f"autoglm-tp-rank{rank}", daemon=True)
@@ -77,7 +87,7 @@ class WorkerGroup:
             worker_end.close()
             processes.append(process)
             lifelines.append(engine_end)
-        group = cls(settings, processes, lifelines)
+        group = cls(settings, processes, lifelines, ranks)
         try:
             group._join()
         except BaseException:
@@ -92,11 +102,11 @@ class WorkerGroup:
     def _join(self) -> None:
         """Join as rank 0 on a thread, so that a worker dying before it joins fails the start instead of
         leaving it waiting for good."""
-        joined: list[PlanChannel | BaseException] = []
+        joined: list[PlanChannel | StagePlanChannel | BaseException] = []
 
         def join() -> None:
             try:
-                joined.append(join_group(self.settings, 0))
+                joined.append(join_ranks(self.settings, engine_rank(self.settings)))
             except BaseException as error:  # handed to the starting thread
                 joined.append(error)
 
@@ -105,7 +115,7 @@ class WorkerGroup:
         while joiner.is_alive():
             joiner.join(JOIN_POLL_S)
             if joiner.is_alive() and (dead := self._dead_worker()) is not None:
-                raise EngineBrokenError(f"could not start tensor parallelism: {dead}")
+                raise EngineBrokenError(f"could not start the engine's workers: {dead}")
         if isinstance(joined[0], BaseException):
             raise joined[0]
         self._channel = joined[0]
@@ -124,7 +134,8 @@ class WorkerGroup:
             listener(EngineBrokenError(broken))
 
     def share(self, value: int) -> None:
-        """Hand the workers the last value they wait for while starting: the number of KV blocks."""
+        """Hand the workers a value they wait for while starting: the number of KV blocks, then (with
+        kv_offload_bytes) the host KV tier's slots."""
         assert self._channel is not None
         try:
             self._channel.share(value)
@@ -175,7 +186,7 @@ class WorkerGroup:
                 process.join()
         set_communication_timer(None)
         if self._channel is not None:  # a start that failed before joining leaves another engine's group alone
-            leave_group()
+            leave_ranks()
         global _member
         if _member is self:
             _member = None
@@ -195,10 +206,10 @@ class WorkerGroup:
     def _dead_worker(self, wait_s: float = 0.0) -> str | None:
         """Which worker has exited and how, after waiting up to ``wait_s`` for one to; None if all run."""
         exiting = wait([process.sentinel for process in self._processes], wait_s)
-        for rank, process in enumerate(self._processes, start=1):
+        for rank, process in zip(self._ranks, self._processes):
             if process.sentinel in exiting:
                 process.join(EXIT_NOTICE_S)  # its status, once the system has it
-                return f"tensor-parallel worker rank {rank} (pid {process.pid}) exited with status {process.exitcode}"
+                return f"{describe_rank(self.settings, rank)} (pid {process.pid}) exited with status {process.exitcode}"
         return None
 
     def _break(self, reason: str) -> None:

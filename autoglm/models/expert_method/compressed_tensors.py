@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from autoglm.models.expert_method.int_weight_experts import DOWN, GATE_UP, IntWeightExpertMethod
-from autoglm.models.linear_method.compressed_tensors import _unpacker
+from autoglm.models.linear_method.compressed_tensors import int4_unpacker
 from autoglm.models.linear_method.int_weights import IntWeightFormat
 from autoglm.models.parameters import WeightShapeError, checkpoint_parameter, stacked_experts_parameter
 
@@ -95,5 +95,5 @@ class CompressedTensorsExpertMethod(IntWeightExpertMethod):
         packed = getattr(layer, f"{name}_weight_packed").detach()
         experts, rows, words = packed.shape
         shape = torch.Size((experts * rows, layer.expert_in_features[name]))
-        q = _unpacker()(packed.reshape(experts * rows, words), self.weight_format.bits, shape)
+        q = int4_unpacker()(packed.reshape(experts * rows, words), self.weight_format.bits, shape)
         return q.reshape(experts, rows, -1)

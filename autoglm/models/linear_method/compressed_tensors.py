@@ -62,7 +62,7 @@ class CompressedTensorsLinearMethod(IntWeightLinearMethod):
     def process_weights_after_loading(self, layer: nn.Module) -> None:
         scale = layer.weight_scale.detach()
         if self.packed:
-            unpack_from_int32 = _unpacker()
+            unpack_from_int32 = int4_unpacker()
             packed = layer.weight_packed.detach()
             q = unpack_from_int32(packed, self.weight_format.bits, torch.Size((packed.shape[0], layer.input_size)))
         else:
@@ -84,7 +84,7 @@ def compressed_tensors_module(name: str, purpose: str) -> ModuleType:
             from error
 
 
-def _unpacker():
+def int4_unpacker():
     """The package's own int4 unpacking, so its layout is never re-implemented here."""
     helpers = compressed_tensors_module("compressed_tensors.compressors.pack_quantized.helpers",
                                         "loading a pack-quantized (int4) compressed-tensors checkpoint")

@@ -1,4 +1,5 @@
-"""The endpoints a batch line may name, in one place: those of OpenAI's Batch API that generate text.
+"""The endpoints a batch line may name, in one place: those of OpenAI's Batch API that generate text, and its
+embeddings (served by a pooling model).
 
 A line runs on its own url, whatever the batch's `endpoint` says (OpenAI requires every line to match it).
 An endpoint of this list that the app does not mount (a server built without it) is refused as not
@@ -14,7 +15,7 @@ from starlette.routing import BaseRoute
 
 from autoglm.errors import quote_value
 
-BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
+BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/embeddings")
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from autoglm.engine.kv_offload.tier_stats import RESTORE_LATENCY_BUCKETS_S, TierStats
 from autoglm.engine.stats import EngineStats
 from autoglm.engine.speculative.metrics import SpecDecodeStats
 from autoglm.server.versions.version_ids import split_version_id
@@ -82,6 +83,8 @@ class _EngineStatsCollector(Collector):
             yield counter
         if stats.spec_decode is not None:
             yield from _EngineStatsCollector._spec_decode(served, stats.spec_decode)
+        if stats.kv_tiers:
+            yield from _EngineStatsCollector._kv_tiers(served, stats.kv_tiers)
 
     @staticmethod
     def _spec_decode(served: str, spec: SpecDecodeStats) -> Iterator[Metric]:
@@ -100,6 +103,41 @@ class _EngineStatsCollector(Collector):
         for position, value in enumerate(spec.accepted_per_position):
             per_position.add_metric([served, str(position)], value)
         yield per_position
+
+    @staticmethod
+    def _kv_tiers(served: str, tiers: list[TierStats]) -> Iterator[Metric]:
+        """Each KV tier below the pool (host, disk): its blocks found and missed, bytes held and moved, restore time."""
+        labels = ["model_name", "tier"]
+        for kind, name, documentation, read in (
+            (CounterMetricFamily, "autoglm:kv_tier_hits", "Blocks a prefix lookup restored from the tier.",
+             lambda tier: tier.hits),
+            (CounterMetricFamily, "autoglm:kv_tier_misses",
+             "Admitted prefix lookups that reached the tier and did not find their next block there.",
+             lambda tier: tier.misses),
+            (GaugeMetricFamily, "autoglm:kv_tier_stored_bytes", "Bytes of blocks the tier holds.",
+             lambda tier: tier.bytes_stored),
+            (CounterMetricFamily, "autoglm:kv_tier_written_bytes", "Bytes written to the tier.",
+             lambda tier: tier.bytes_written),
+            (CounterMetricFamily, "autoglm:kv_tier_read_bytes", "Bytes read back from the tier.",
+             lambda tier: tier.bytes_read),
+            (CounterMetricFamily, "autoglm:kv_tier_dropped_blocks",
+             "Block files refused on read (corrupt, truncated or foreign) and recomputed.",
+             lambda tier: tier.blocks_dropped),
+        ):
+            family = kind(name, documentation, labels=labels)
+            for tier in tiers:
+                family.add_metric([served, tier.tier], read(tier))
+            yield family
+        latency = HistogramMetricFamily(
+            "autoglm:kv_tier_restore_seconds",
+            "Seconds to bring blocks back from the tier: a step's copies from host memory, one block's file from disk.",
+            labels=labels)
+        for tier in tiers:
+            histogram = tier.restore_latency
+            cumulative = [sum(histogram.counts[: index + 1]) for index in range(len(histogram.counts))]
+            bounds = [str(bound) for bound in RESTORE_LATENCY_BUCKETS_S] + ["+Inf"]
+            latency.add_metric([served, tier.tier], list(zip(bounds, cumulative)), histogram.sum_s)
+        yield latency
 
 
 # The tenant label of a request whose tenant is no longer in the tenants file (a reload removed it):

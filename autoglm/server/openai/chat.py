@@ -37,9 +37,8 @@ from autoglm.server.tenants.max_tokens_cap import capped_max_tokens
 from autoglm.server.tenants.request_budget import admit_generation
 from autoglm.server.openai.streaming import ChoiceDelta, ChunkStream
 from autoglm.server.media.conversation import chat_prompt
-from autoglm.server.openai.chat_prompt import ChatRendering
 from autoglm.server.openai.chat_reply import ReplyPiece, ReplyReading, ReplyStream
-from autoglm.server.openai.chat_template_choice import content_format, request_chat_template
+from autoglm.server.openai.chat_template_choice import request_rendering
 from autoglm.server.reasoning.thinking_bounds import request_thinking, turn_phase
 from autoglm.server.tool_calls.tool_schemas import check_tool_schemas
 from autoglm.server.tool_calls.tool_use import ToolUse, plan_tool_use
@@ -85,18 +84,16 @@ async def create_chat_completion(raw: Request, state: ServerState, body: ChatCom
         engine = served.engine
         refuse_unimplemented(body)
         body = capped_max_tokens(raw, body)
-        own_template = request_chat_template(body.chat_template, state.config.chat)
-        template = own_template or engine.tokenizer.chat_template
         parsers = state.chat_parsers
+        rendering = request_rendering(body, state.config.chat, engine.tokenizer.chat_template,
+                                      find_reply_opening=parsers.reasoning is not None)
+        template = rendering.chat_template or engine.tokenizer.chat_template
         tool_use = plan_tool_use(body, template, parsers.tool_calls, state.config.chat.enable_auto_tool_choice)
         constraint = _output_constraint(body, tool_use)
         params = chat_sampling_params(body, engine.inputs.check_params,
                                       state.config.http.max_sequences_per_request, constraint)
         await check_tool_schemas(engine, body)  # first: a forced call's grammar is then a cache hit
         await compile_grammar(engine, constraint)
-        rendering = ChatRendering(body.add_generation_prompt, body.continue_final_message, body.chat_template_kwargs,
-                                  own_template, content_format(template, state.config.chat),
-                                  find_reply_opening=parsers.reasoning is not None)
         rendered = await chat_prompt(served.tokenizers, served.images, body.messages, rendering,
                                      tool_use.template_tools if tool_use is not None else None,
                                      body.mm_processor_kwargs)

@@ -79,7 +79,7 @@ def response_cache_lookup(state: ServerState, raw: Request, body: GenerationRequ
     """The request's place in the response cache, keyed by the exact version routed to and the content of its
     images; None with the cache off."""
     cache = state.response_cache
-    return cache.lookup(raw, body, params, served, _tenant_tag(raw), image_hashes) if cache is not None else None
+    return cache.lookup(raw, body, params, served, tenant_tag(raw), image_hashes) if cache is not None else None
 
 
 async def serve_generation(raw: Request, served: ServedVersion, tracker: RequestTracker,
@@ -100,7 +100,7 @@ async def serve_generation(raw: Request, served: ServedVersion, tracker: Request
     """
     generate = partial(served.engine.generate, tracker.request_id, prompts, params,
                        priority=scheduling_priority(raw, body.priority), arrival_time=tracker.arrival_time,
-                       observe=tracker.observe, tenant=_tenant_tag(raw), lora_request=served.lora)
+                       observe=tracker.observe, tenant=tenant_tag(raw), lora_request=served.lora)
     try:
         await served.prepare()
         outputs = await cache.outputs(generate, tracker) if cache is not None else generate()
@@ -129,7 +129,7 @@ def _refusal(error: Exception, tracker: RequestTracker) -> APIError:
     return api_error
 
 
-def _tenant_tag(raw: Request) -> TenantTag | None:
+def tenant_tag(raw: Request) -> TenantTag | None:
     """Whom the engine serves the request for: the key's tenant, with its weight and cache salt; None without keys."""
     principal = request_principal(raw)
     if principal is None:

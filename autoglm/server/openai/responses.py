@@ -151,6 +151,9 @@ class ModelCard(BaseModel):
     max_model_len: int
     aliases: list[str] | None = None  # a version's aliases (stable, canary, ...)
     input_modalities: list[Literal["text", "image"]] = ["text"]  # what its prompts may hold: images too or not
+    # What it serves: "generate" (completions, chat, responses, messages), or the pooling tasks of a pooling
+    # model ("embed"; "classify" and "score"), which the embeddings, rerank and score routes ask of it.
+    tasks: list[str] = ["generate"]
 
 
 class ModelList(BaseModel):

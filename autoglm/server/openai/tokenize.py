@@ -6,8 +6,7 @@ from fastapi import APIRouter, Request
 
 from autoglm.server.dependencies import State, allowed_model, get_and_head
 from autoglm.server.media.conversation import chat_prompt
-from autoglm.server.openai.chat_prompt import ChatRendering
-from autoglm.server.openai.chat_template_choice import content_format, request_chat_template
+from autoglm.server.openai.chat_template_choice import request_rendering
 from autoglm.server.openai.protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from autoglm.server.openai.responses import TokenizerInfo
 from autoglm.server.openai.tokenizer_info import tokenizer_info_of
@@ -32,10 +31,7 @@ async def tokenize(body: TokenizeRequest, raw: Request, state: ServerState = Sta
     body.model = allowed_model(raw, state, body.model, generates=False)
     served = state.route(body.model)
     if body.messages is not None:
-        own_template = request_chat_template(body.chat_template, state.config.chat)
-        template = own_template or served.engine.tokenizer.chat_template
-        rendering = ChatRendering(body.add_generation_prompt, body.continue_final_message, body.chat_template_kwargs,
-                                  own_template, content_format(template, state.config.chat))
+        rendering = request_rendering(body, state.config.chat, served.engine.tokenizer.chat_template)
         tokens = (await chat_prompt(served.tokenizers, served.images, body.messages, rendering,
                                     mm_processor_kwargs=body.mm_processor_kwargs)).prompt.token_ids
     else:

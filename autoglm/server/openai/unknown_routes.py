@@ -11,11 +11,12 @@ from autoglm.errors import quote_value
 
 # OpenAI's APIs beside text generation, by their first path segment under /v1.
 OPENAI_APIS_NOT_SERVED = frozenset({
-    "assistants", "audio", "containers", "conversations", "embeddings", "evals",
+    "assistants", "audio", "containers", "conversations", "evals",
     "fine_tuning", "images", "moderations", "realtime", "threads", "uploads", "vector_stores",
 })
 SERVED_ROUTES = ("POST /v1/completions, POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, "
-                 "GET /v1/models, /v1/files, /v1/batches, POST /v1/load_lora_adapter and /v1/unload_lora_adapter")
+                 "POST /v1/embeddings, POST /v1/rerank, POST /v1/score, GET /v1/models, /v1/files, /v1/batches, "
+                 "POST /v1/load_lora_adapter and /v1/unload_lora_adapter")
 
 
 def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str, str]:
@@ -24,7 +25,7 @@ def route_error_message(status: HTTPStatus, method: str, path: str) -> tuple[str
         return f"{method} is not allowed on {quote_value(path)}", "method_not_allowed"
     parts = path.strip("/").split("/")
     if len(parts) > 1 and parts[0] == "v1" and parts[1] in OPENAI_APIS_NOT_SERVED:
-        return (f"/v1/{parts[1]} is not supported by this server: it serves text generation only "
+        return (f"/v1/{parts[1]} is not supported by this server: it serves text generation and pooling only "
                 f"({SERVED_ROUTES})"), "unsupported_endpoint"
     return f"unknown URL: {method} {quote_value(path)}; this server serves {SERVED_ROUTES}", "unknown_url"
 

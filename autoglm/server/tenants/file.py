@@ -58,6 +58,7 @@ class TenantLimits(_Strict):
     max_concurrent_requests: int | None = Field(None, ge=1)
     max_tokens_cap: int | None = Field(None, ge=1)
     tokens_per_day: int | None = Field(None, ge=1)
+    requests_per_day: int | None = Field(None, ge=1)
 
 
 class Tenant(_Strict):

@@ -1,4 +1,4 @@
-"""Each tenant's requests and tokens per minute, tokens per day and open requests.
+"""Each tenant's requests and tokens per minute and per day, and its open requests.
 
 Requests and tokens are counted in windows of the clock (window_budget), in the rate-limit storage
 every replica shares. A request reserves, when it is admitted, the most tokens it can use (its prompt,
@@ -66,6 +66,8 @@ class _Limit:
 REQUESTS_PER_MINUTE = _Limit("requests_per_minute", "requests", "minute")
 TOKENS_PER_MINUTE = _Limit("tokens_per_minute", "tokens", "minute")
 TOKENS_PER_DAY = _Limit("tokens_per_day", "tokens", "day")
+REQUESTS_PER_DAY = _Limit("requests_per_day", "requests", "day")
+_REQUEST_LIMITS = (REQUESTS_PER_MINUTE, REQUESTS_PER_DAY)  # one per request, never given back
 _TOKEN_LIMITS = (TOKENS_PER_MINUTE, TOKENS_PER_DAY)
 
 
@@ -114,15 +116,15 @@ class TenantRateLimiter:
         admission = Admission(tenant, cost.tokens)
         taken: list[Reservation] = []
         try:
-            for limit, amount in self._limits_of(tenant, (REQUESTS_PER_MINUTE, *_TOKEN_LIMITS)):
-                spent = 1 if limit is REQUESTS_PER_MINUTE else cost.tokens
+            for limit, amount in self._limits_of(tenant, (*_REQUEST_LIMITS, *_TOKEN_LIMITS)):
+                spent = 1 if limit in _REQUEST_LIMITS else cost.tokens
                 try:
                     reservation = await self._budgets.take(self._name(tenant, limit), amount,
                                                            limit.length_s(self._windows), spent)
                 except WindowFull as full:
                     raise _exceeded(tenant, limit, full.window) from None
                 taken.append(reservation)
-                if limit is not REQUESTS_PER_MINUTE:
+                if limit not in _REQUEST_LIMITS:
                     admission.reservations.append(reservation)
         except BaseException as error:
             self.release(tenant)
@@ -150,8 +152,10 @@ class TenantRateLimiter:
             del self._open[tenant.id]
 
     async def snapshot(self, tenant: Tenant) -> RateLimitSnapshot:
-        """The tenant's per-minute windows, as OpenAI's headers report them (raises StorageError)."""
-        return RateLimitSnapshot(requests=await self._state(tenant, REQUESTS_PER_MINUTE),
+        """The tenant's windows as OpenAI's headers report them: per minute, or per day for a kind the tenant
+        limits only by the day (as OpenAI's headers show a daily request quota) (raises StorageError)."""
+        requests = REQUESTS_PER_MINUTE if tenant.limits.requests_per_minute is not None else REQUESTS_PER_DAY
+        return RateLimitSnapshot(requests=await self._state(tenant, requests),
                                  tokens=await self._state(tenant, TOKENS_PER_MINUTE))
 
     def _take_slot(self, tenant: Tenant) -> None:

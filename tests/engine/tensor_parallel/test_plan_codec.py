@@ -6,7 +6,7 @@ import dataclasses
 import torch
 
 from autoglm.engine.tensor_parallel.plan_codec import Header, MessageKind, decode_plan, encode_plan
-from autoglm.step_plan import PromptScoring, RowSampling, StepPlan
+from autoglm.step_plan import KVTransfers, PromptScoring, RowSampling, StepPlan
 
 # Every field away from its default, floats that have no short binary form, a seed past int64.
 EVERY_SETTING = RowSampling(
@@ -26,6 +26,7 @@ def a_plan() -> StepPlan:
         # The sign bit set (a token at t % 32 == 31) and an all-allowed row: int32 words travel as int64.
         token_bitmask=torch.tensor([[-1, -(2**31)], [5, 2**31 - 1]], dtype=torch.int32),
         use_cpu_kernels=True,  # the engine's switch reaches every rank with the plan
+        kv_transfers=KVTransfers(save_blocks=[3], save_slots=[0], restore_slots=[1, 0], restore_blocks=[4, 6]),
     )
 
 
@@ -49,7 +50,7 @@ def test_every_field_of_a_plan_comes_back_exactly():
 
 def test_a_plan_that_samples_nothing_and_the_stop_message():
     plan = dataclasses.replace(a_plan(), sample_tokens=[], sampling=[], prompt_scoring=[], deferred_positions=[],
-                               deferred_sources=[], token_bitmask=None)
+                               deferred_sources=[], token_bitmask=None, kv_transfers=None)
     header, payload = encode_plan(plan)
     assert_same_plan(decode_plan(Header.from_tensor(header), payload), plan)
     assert Header.from_tensor(Header(MessageKind.STOP).to_tensor()).kind is MessageKind.STOP

@@ -29,11 +29,14 @@ class _Spawned(Exception):
 
 
 class _RecordingSpawn:
-    """A spawn context whose Process records what it would start instead of starting it."""
+    """A start context whose Process records what it would start instead of starting it."""
 
     def __init__(self) -> None:
         self.target = None
         self.args: tuple = ()
+
+    def set_forkserver_preload(self, module_names: list[str]) -> None:
+        pass
 
     def Pipe(self, duplex: bool):  # noqa: N802 (multiprocessing's name)
         return multiprocessing.Pipe(duplex=duplex)

@@ -48,8 +48,8 @@ def test_each_problem_of_a_line_is_refused_with_its_code_and_a_message_naming_it
     cases = {
         "unknown_parameter": ({**chat_line("a"), "header": {}}, "unknown field 'header'"),
         "invalid_method": ({**chat_line("a"), "method": "GET"}, "method must be \"POST\", got 'GET'"),
-        "invalid_url": ({**chat_line("a"), "url": "/v1/embeddings"},
-                        "url '/v1/embeddings' is not an endpoint a batch may name; allowed: /v1/chat/completions, "
+        "invalid_url": ({**chat_line("a"), "url": "/v1/moderations"},
+                        "url '/v1/moderations' is not an endpoint a batch may name; allowed: /v1/chat/completions, "
                         "/v1/completions"),
         "invalid_body": ({**chat_line("a"), "body": "Hi"}, "body must be a JSON object"),
         "stream_unsupported": (chat_line("a", stream=True), "a batch line cannot stream"),
@@ -69,7 +69,8 @@ def test_a_repeated_custom_id_stays_its_first_lines_and_the_repeat_is_named_by_i
 
 
 def test_every_supported_endpoint_is_refused_as_not_served_until_the_app_mounts_it():
-    assert set(BATCH_ENDPOINTS) == {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses"}
+    assert set(BATCH_ENDPOINTS) == {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses",
+                                    "/v1/embeddings"}
     for endpoint in ("/v1/messages", "/v1/responses"):
         refused = refusal({**chat_line("a"), "url": endpoint})["error"]
         assert refused["code"] == "unsupported_endpoint"

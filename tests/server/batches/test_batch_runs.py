@@ -72,7 +72,7 @@ def test_a_mixed_file_runs_each_valid_line_once_and_answers_each_invalid_one_in_
             lines.append(chat_line(f"request-{number - 1}"))
         elif kind == 5 and number % 20 == 5:
             refused_by_id[custom_id] = "invalid_url"
-            lines.append({**chat_line(custom_id), "url": "/v1/embeddings"})
+            lines.append({**chat_line(custom_id), "url": "/v1/moderations"})
         elif kind == 5:
             refused_by_id[custom_id] = "stream_unsupported"
             lines.append(chat_line(custom_id, stream=True))
@@ -134,7 +134,7 @@ def test_files_are_listed_read_and_deleted_and_bad_uploads_and_batches_are_refus
     with pytest.raises(openai.BadRequestError, match="allowed: '24h'"):
         client.batches.create(input_file_id=second.id, endpoint="/v1/chat/completions", completion_window="1h")
     with pytest.raises(openai.BadRequestError, match="allowed: /v1/chat/completions, /v1/completions") as endpoint:
-        client.batches.create(input_file_id=second.id, endpoint="/v1/embeddings", completion_window="24h")
+        client.batches.create(input_file_id=second.id, endpoint="/v1/moderations", completion_window="24h")
     assert endpoint.value.body["code"] == "invalid_url"
     with pytest.raises(openai.NotFoundError) as missing:
         client.batches.create(input_file_id=first.id, endpoint="/v1/chat/completions", completion_window="24h")

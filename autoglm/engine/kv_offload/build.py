@@ -1,0 +1,77 @@
+"""The KV tiers an engine's settings ask for, checked against the engine they serve, and the log line naming them."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from autoglm.config import EngineConfig
+from autoglm.engine.kv_offload.offload_index import KVOffload
+from autoglm.engine.kv_offload.tier_identity import TierIdentity
+from autoglm.engine.setup import EngineParts
+from autoglm.engine.pipeline_parallel.pipeline_runner import PipelineRunner
+from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
+from autoglm.runner.kv_cache import bytes_per_block
+from autoglm.runner.kv_tiers.block_file import block_file_bytes
+from autoglm.runner.kv_tiers.disk_store import DiskBlockStore
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
+from autoglm.weights_checksum import weights_sha256
+
+logger = logging.getLogger(__name__)
+
+
+def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | None:
+    """The tiers below the pool, attached to the runner (and, under tensor or pipeline parallelism, to every
+    worker's, each a host tier of its own heads or layers); None when ``kv_offload_bytes`` is 0. A ValueError names a setting that cannot work
+    with the others."""
+    cache = config.cache
+    if cache.kv_offload_bytes == 0:
+        if cache.kv_disk_path is not None:
+            raise ValueError("kv_disk_path needs kv_offload_bytes above 0: blocks reach the disk through the host tier")
+        return None
+    runner = parts.runner.runner if isinstance(parts.runner, (TensorParallelRunner, PipelineRunner)) else parts.runner
+    block_bytes = bytes_per_block(runner.model, cache.block_size, parts.dtype, runner.kv_pool.format)  # every rank's
+    num_slots = cache.kv_offload_bytes // block_bytes
+    refusal = _refusal(config, block_bytes, num_slots)
+    if parts.workers is not None:
+        parts.workers.share(0 if refusal else num_slots)  # the workers wait for it, refused or not
+    if refusal is not None:
+        raise ValueError(refusal)
+    area = HostBlockArea(runner.kv_pool, num_slots)
+    runner.host_tier = area
+    identity = TierIdentity(
+        model_checksum=weights_sha256(parts.model_path) if cache.kv_disk_path is not None else "",
+        quantization=f"{config.model.quantization}:{config.model.quantization_group_size}",
+        dtype=str(parts.dtype).removeprefix("torch."), kv_cache_dtype=cache.kv_cache_dtype,
+        block_size=cache.block_size, tensor_parallel_rank=0, tensor_parallel_size=config.parallel.tensor_parallel_size,
+    )
+    disk = None
+    if cache.kv_disk_path is not None:
+        file_bytes = block_file_bytes(identity.header, block_bytes)
+        if cache.kv_disk_bytes < file_bytes:
+            raise ValueError(f"kv_disk_bytes of {cache.kv_disk_bytes} bytes holds no block file; one needs "
+                             f"{file_bytes} bytes")
+        disk = DiskBlockStore(Path(cache.kv_disk_path), cache.kv_disk_bytes, identity.header)
+    logger.info("KV tiers: host memory of %d blocks (%.2f MiB, %s)%s", num_slots, area.num_bytes / 2**20,
+                "a mapped file" if area.device.type == "cpu" else "pinned",
+                "" if disk is None else f", then disk at {disk.directory} capped at "
+                f"{cache.kv_disk_bytes / 2**20:.2f} MiB (model checksum {identity.model_checksum[:12]})")
+    return KVOffload(area, disk, identity)
+
+
+def _refusal(config: EngineConfig, block_bytes: int, num_slots: int) -> str | None:
+    """Why the tiers cannot run with these settings; None when they can."""
+    cache, speculative = config.cache, config.speculative
+    if not cache.enable_prefix_caching:
+        return ("kv_offload_bytes keeps the prefix cache's evicted blocks, so it needs enable_prefix_caching (and "
+                "use_paged_attention); turn them on or set kv_offload_bytes to 0")
+    if speculative is not None and speculative.method != "ngram":
+        return (f"speculative method {speculative.method!r} keeps KV of its own, which the tiers do not restore: "
+                "with kv_offload_bytes use method 'ngram', or no speculative decoding")
+    parallel = config.parallel
+    if cache.kv_disk_path is not None and parallel.tensor_parallel_size * parallel.pipeline_parallel_size > 1:
+        return (f"the disk tier runs in one process for now: kv_disk_path needs tensor_parallel_size and "
+                f"pipeline_parallel_size 1, got {parallel.tensor_parallel_size} and {parallel.pipeline_parallel_size} "
+                f"(kv_offload_bytes alone works on every rank)")
+    if num_slots < 1:
+        return f"kv_offload_bytes of {cache.kv_offload_bytes} bytes holds no block; one block needs {block_bytes} bytes"
+    return None

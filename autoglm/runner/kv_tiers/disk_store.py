@@ -1,0 +1,135 @@
+"""The third KV tier: one file per block in a directory, named by the block's key, shared by every engine that
+points at it.
+
+The directory is its own index: a block is there when its file is, so a restarted engine, or another replica
+on the same directory, finds what earlier ones wrote without any list being kept. A file appears whole or not at
+all (written to a temporary file beside it, then renamed; not flushed with fsync, since a file a crash left short
+fails its checks like any other).
+
+The size cap holds however many processes write: after each write the writer lists the directory and, over the
+cap, removes the least recently used files (by modification time, which a read refreshes) until the total is a
+tenth below it, passing over files another process removed first. Files never change once named, so a listing
+costs one stat per file the writer has not seen before, and the scan by modification time runs once per tenth of
+the cap written.
+
+A file that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
+When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving goes
+on; reads go on too.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header, read_block_payload
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".kvblock"
+TRIM_TO = 0.9  # of the cap: what a trim leaves, so that the next writes do not each trim again
+
+
+class DiskBlockStore:
+    """Block files under ``directory``, at most ``capacity_bytes`` of them in all."""
+
+    def __init__(self, directory: Path, capacity_bytes: int, identity: bytes) -> None:
+        """``identity``: what every block file of this engine's kind carries in its header (see block_file)."""
+        self.directory = directory
+        self.capacity_bytes = capacity_bytes
+        self.identity = identity
+        self.writable = True
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self.bytes_stored = 0  # as of the latest listing
+        self.num_dropped = 0  # files refused on read
+        self._sizes: dict[str, int] = {}  # every block file of the latest listing, by name
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._hold_cap()  # counts what earlier engines left, and trims it if the cap is lower now
+        except OSError as error:
+            self._stop_writing(error)
+
+    def path(self, key: bytes) -> Path:
+        return self.directory / f"{key.hex()}{SUFFIX}"
+
+    def contains(self, key: bytes) -> bool:
+        return self.path(key).is_file()
+
+    def read(self, key: bytes, payload_len: int) -> bytes | None:
+        """The block's payload; None if its file is gone, or fails its checks (then it is removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None  # removed by another process's cap since it was found: a miss
+        try:
+            payload = read_block_payload(data, key, self.identity, payload_len)
+        except BlockFileError as error:
+            logger.warning("KV block file %s refused, the block is recomputed: %s", path.name, error)
+            self.num_dropped += 1
+            path.unlink(missing_ok=True)
+            return None
+        self.bytes_read += len(data)
+        try:
+            os.utime(path)  # most recently used now
+        except OSError:
+            pass
+        return payload
+
+    def write(self, key: bytes, payload: bytes) -> None:
+        """Store a block unless it is there already, then hold the cap; gives up for good on a write error."""
+        path = self.path(key)
+        if not self.writable or path.exists():
+            return
+        data = block_file_header(key, self.identity, payload) + payload
+        temporary = None
+        try:
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".partial")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, path)
+        except OSError as error:
+            if temporary is not None:
+                Path(temporary).unlink(missing_ok=True)
+            self._stop_writing(error)
+            return
+        self.bytes_written += len(data)
+        self._hold_cap()
+
+    def _hold_cap(self) -> None:
+        """List the folder (whoever wrote it); over the cap, remove the least recently used files."""
+        names = set(os.listdir(self.directory))
+        self._sizes = {name: size for name, size in self._sizes.items() if name in names}
+        for name in names - self._sizes.keys():
+            if not name.endswith(SUFFIX):
+                continue  # another writer's temporary file
+            try:
+                self._sizes[name] = (self.directory / name).stat().st_size
+            except FileNotFoundError:
+                continue
+        self.bytes_stored = sum(self._sizes.values())
+        if self.bytes_stored > self.capacity_bytes:
+            self._trim()
+
+    def _trim(self) -> None:
+        used = []
+        for name, size in self._sizes.items():
+            try:
+                used.append(((self.directory / name).stat().st_mtime_ns, name, size))
+            except FileNotFoundError:
+                continue
+        total = sum(size for _, _, size in used)
+        for _, name, size in sorted(used):
+            if total <= TRIM_TO * self.capacity_bytes:
+                break
+            (self.directory / name).unlink(missing_ok=True)  # another process may have removed it first
+            del self._sizes[name]
+            total -= size
+        self.bytes_stored = total
+
+    def _stop_writing(self, error: OSError) -> None:
+        logger.warning("KV disk tier %s cannot be written (%s): blocks are no longer offloaded to disk; "
+                       "serving goes on", self.directory, error)
+        self.writable = False

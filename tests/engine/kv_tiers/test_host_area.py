@@ -1,0 +1,71 @@
+"""The host tier's slots hold a block's bytes exactly, scales included, whatever the KV format stores."""
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+import torch
+
+from autoglm.attention.kv_cache_format import AUTO, FP8_E4M3, INT8, SCALE_DTYPE, KVCacheFormat
+from autoglm.runner.kv_cache import KVPool
+from autoglm.runner.kv_tiers import host_area
+from autoglm.runner.kv_tiers.host_area import HostBlockArea
+from autoglm.step_plan import KVTransfers
+
+LAYERS, HEADS, HEAD_DIM, BLOCKS, BLOCK_SIZE = 3, 2, 8, 5, 4
+
+
+def random_pool(kv_format: KVCacheFormat, dtype: torch.dtype) -> KVPool:
+    generator = torch.Generator().manual_seed(0)
+    slots = BLOCKS * BLOCK_SIZE
+    values = torch.randn(LAYERS, 2, slots, HEADS, HEAD_DIM, generator=generator)
+    values = (values * 50).to(torch.int8) if kv_format is INT8 else values.to(kv_format.storage(dtype))
+    scales = torch.rand(LAYERS, 2, slots, HEADS, generator=generator, dtype=SCALE_DTYPE) if kv_format.scaled else None
+    return KVPool(values, scales, kv_format, BLOCKS, BLOCK_SIZE)
+
+
+def block(pool: KVPool, index: int) -> list[torch.Tensor]:
+    span = slice(index * BLOCK_SIZE, (index + 1) * BLOCK_SIZE)
+    parts = [pool.values[:, :, span].view(torch.uint8)]
+    return parts + ([] if pool.scales is None else [pool.scales[:, :, span]])
+
+
+@pytest.mark.parametrize(("kv_format", "dtype"), [(AUTO, torch.float32), (AUTO, torch.bfloat16), (INT8, torch.float32),
+                                                  (FP8_E4M3, torch.float32)])
+def test_a_block_saved_to_a_slot_and_restored_into_another_block_is_the_same_bytes(kv_format, dtype):
+    pool = random_pool(kv_format, dtype)
+    area = HostBlockArea(pool, num_slots=3)
+    saved = [part.clone() for part in block(pool, 1)]
+    area.apply(KVTransfers(save_blocks=[1], save_slots=[2]))
+    payload = area.read_slot(2)
+    assert len(payload) == area.slot_bytes
+    area.write_slot(0, payload)  # as a disk read fills a slot
+    area.apply(KVTransfers(restore_slots=[0, 2], restore_blocks=[3, 4]))
+    for target in (3, 4):
+        assert all(torch.equal(got, want) for got, want in zip(block(pool, target), saved))
+
+
+def test_a_block_saved_and_restored_over_in_one_step_is_read_before_it_is_written():
+    pool = random_pool(AUTO, torch.float32)
+    area = HostBlockArea(pool, num_slots=2)
+    first, second = (block(pool, index)[0].clone() for index in (0, 1))
+    area.apply(KVTransfers(save_blocks=[1], save_slots=[1]))
+    area.apply(KVTransfers(save_blocks=[0], save_slots=[0], restore_slots=[1], restore_blocks=[0]))
+    assert torch.equal(block(pool, 0)[0], second)
+    assert torch.equal(area.values[0], first)
+
+
+def test_a_payload_of_another_size_is_refused():
+    area = HostBlockArea(random_pool(AUTO, torch.float32), num_slots=1)
+    with pytest.raises(ValueError, match=f"a slot holds {area.slot_bytes} bytes"):
+        area.write_slot(0, b"\0" * (area.slot_bytes - 1))
+
+
+def test_a_mapped_file_the_temporary_folder_cannot_hold_is_refused_at_start(monkeypatch):
+    def no_space(handle, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(host_area.os, "posix_fallocate", no_space)
+    with pytest.raises(ValueError, match="kv_offload_bytes: cannot reserve .* lower kv_offload_bytes"):
+        HostBlockArea(random_pool(AUTO, torch.float32), num_slots=2)
