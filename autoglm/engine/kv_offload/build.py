@@ -8,8 +8,7 @@ from autoglm.config import EngineConfig
 from autoglm.engine.kv_offload.offload_index import KVOffload
 from autoglm.engine.kv_offload.tier_identity import TierIdentity
 from autoglm.engine.setup import EngineParts
-from autoglm.engine.pipeline_parallel.pipeline_runner import PipelineRunner
-from autoglm.engine.tensor_parallel.parallel_runner import TensorParallelRunner
+from autoglm.engine.tensor_parallel.parallel_runner import GroupRunner
 from autoglm.runner.kv_cache import bytes_per_block
 from autoglm.runner.kv_tiers.block_file import block_file_bytes
 from autoglm.runner.kv_tiers.disk_store import DiskBlockStore
@@ -28,7 +27,7 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
         if cache.kv_disk_path is not None:
             raise ValueError("kv_disk_path needs kv_offload_bytes above 0: blocks reach the disk through the host tier")
         return None
-    runner = parts.runner.runner if isinstance(parts.runner, (TensorParallelRunner, PipelineRunner)) else parts.runner
+    runner = parts.runner.runner if isinstance(parts.runner, GroupRunner) else parts.runner
     block_bytes = bytes_per_block(runner.model, cache.block_size, parts.dtype, runner.kv_pool.format)  # every rank's
     num_slots = cache.kv_offload_bytes // block_bytes
     refusal = _refusal(config, block_bytes, num_slots)

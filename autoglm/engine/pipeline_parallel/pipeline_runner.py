@@ -7,11 +7,9 @@ one batch per stage launched (see :class:`~autoglm.engine.pipeline_parallel.micr
 """
 from __future__ import annotations
 
-from torch import nn
-
+from autoglm.engine.tensor_parallel.parallel_runner import GroupRunner
 from autoglm.engine.tensor_parallel.worker_group import WorkerGroup
 from autoglm.profiling import PREPARE, StepProfiler
-from autoglm.runner.kv_cache import KVPool
 from autoglm.runner.model_runner import ModelRunner
 from autoglm.step_output import StepOutput
 from autoglm.step_plan import StepPlan
@@ -36,20 +34,7 @@ class LastStageOutput:
         return self._output
 
 
-class PipelineRunner:
-    def __init__(self, runner: ModelRunner, workers: WorkerGroup) -> None:
-        self.runner = runner
-        self.workers = workers
-
-    @property
-    def model(self) -> nn.Module:
-        """The last stage's layers."""
-        return self.runner.model
-
-    @property
-    def kv_pool(self) -> KVPool:
-        return self.runner.kv_pool
-
+class PipelineRunner(GroupRunner):
     def enable_profiling(self, profiler: StepProfiler) -> None:
         self.runner.enable_profiling(profiler)
 

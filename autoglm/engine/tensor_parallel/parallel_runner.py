@@ -17,20 +17,25 @@ from autoglm.step_output import StepOutput
 from autoglm.step_plan import StepPlan
 
 
-class TensorParallelRunner:
+class GroupRunner:
+    """The engine process's own runner beside the workers of its group (tensor-parallel ranks or pipeline
+    stages): what the engine reads of the model and the KV pool is its own rank's share."""
+
     def __init__(self, runner: ModelRunner, workers: WorkerGroup) -> None:
         self.runner = runner
         self.workers = workers
 
     @property
     def model(self) -> nn.Module:
-        """This rank's shard."""
+        """This rank's shard, or this stage's layers."""
         return self.runner.model
 
     @property
     def kv_pool(self) -> KVPool:
         return self.runner.kv_pool
 
+
+class TensorParallelRunner(GroupRunner):
     def enable_profiling(self, profiler: StepProfiler) -> None:
         """Also time the sharded layers' collectives, as the forward's communication part."""
         self.runner.enable_profiling(profiler)
