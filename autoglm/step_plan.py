@@ -101,19 +101,25 @@ class AdapterLoad:
 @dataclass(frozen=True)
 class KVTransfers:
     """Whole KV blocks to move between the pool and the host tier before the step's forward pass: saves
-    (a block the prefix cache evicted, copied out to a host slot) first, then restores (a slot copied into a
-    fresh block), so that a block saved and reused as a restore's target in one step is read before it is
-    written."""
+    (a block the prefix cache evicted, copied out to a host slot) first, then blocks the disk tier holds (read
+    into their slots from the files the engine staged), then restores (a slot copied into a fresh block), so
+    that a block saved and reused as a restore's target in one step is read before it is written."""
 
     save_blocks: list[int] = field(default_factory=list)
     save_slots: list[int] = field(default_factory=list)
+    save_hashes: list[bytes] = field(default_factory=list)  # each saved block's hash: its name on disk
+    disk_read_slots: list[int] = field(default_factory=list)
+    disk_read_sequences: list[int] = field(default_factory=list)  # the engine's name for each staged file
+    disk_read_hashes: list[bytes] = field(default_factory=list)
     restore_slots: list[int] = field(default_factory=list)
     restore_blocks: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if len(self.save_blocks) != len(self.save_slots) or len(self.restore_slots) != len(self.restore_blocks):
-            raise ValueError("KV transfers pair each block with one host slot: save_blocks/save_slots and "
-                             "restore_slots/restore_blocks must be of equal lengths")
+        if not (len(self.save_blocks) == len(self.save_slots) == len(self.save_hashes)
+                and len(self.disk_read_slots) == len(self.disk_read_sequences) == len(self.disk_read_hashes)
+                and len(self.restore_slots) == len(self.restore_blocks)):
+            raise ValueError("KV transfers pair each block with one host slot: the save_, disk_read_ and "
+                             "restore_ lists must each be of equal lengths")
 
 
 @dataclass

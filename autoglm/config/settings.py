@@ -296,8 +296,8 @@ class AutoGLMConfig(BaseModel):
         description=(
             "A third KV tier: a folder of block files below the host tier, which takes its least recently used "
             "blocks; keyed by the model's checksum, dtypes, block size and rank as well as the prefix, so a "
-            "restarted engine or another replica on the same folder reuses them. Needs kv_offload_bytes and, for now, "
-            "tensor_parallel_size 1. Unset: none."
+            "restarted engine or another replica on the same folder reuses them; every tensor- or pipeline-parallel "
+            "rank keeps files of its own. Needs kv_offload_bytes. Unset: none."
         ),
         json_schema_extra={**_CACHE, "metavar": "FOLDER"},
     )

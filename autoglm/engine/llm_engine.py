@@ -158,16 +158,19 @@ class LLMEngine:
         return cls(config)
 
     def close(self) -> None:
-        """Stop the tensor- or pipeline-parallel workers, if any, and the mask threads, and write the host KV tier's
-        blocks to the disk tier, if any; the engine cannot step after this. Steps still in a pipeline are run
+        """Stop the tensor- or pipeline-parallel workers, if any, and the mask threads, and write every rank's host KV
+        tier's blocks to the disk tier, if any; the engine cannot step after this. Steps still in a pipeline are run
         through first, so that every rank is free to read its stop."""
         self.grammars.workers.close()
-        if self.kv_offload is not None:
-            self.kv_offload.persist()
         if self._stop_workers is not None:
             with contextlib.suppress(EngineBrokenError):
                 self._microbatches.drain()
+        if self.kv_offload is not None:
+            self.kv_offload.area.persist()  # each worker writes its own as it stops
+        if self._stop_workers is not None:
             self._stop_workers()
+        if self.kv_offload is not None:
+            self.kv_offload.close()
 
     def wait_for_cpu_kernels(self) -> None:
         """On the CPU, wait for the kernels' build (saying so on the console) and switch to them before any

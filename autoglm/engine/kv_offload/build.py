@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from autoglm.config import EngineConfig
 from autoglm.engine.kv_offload.offload_index import KVOffload
-from autoglm.engine.kv_offload.tier_identity import TierIdentity
+from autoglm.engine.kv_offload.tier_identity import rank_identity
+from autoglm.engine.pipeline_parallel.layout import RankLayout
 from autoglm.engine.setup import EngineParts
 from autoglm.engine.tensor_parallel.parallel_runner import GroupRunner
 from autoglm.runner.kv_cache import bytes_per_block
 from autoglm.runner.kv_tiers.block_file import block_file_bytes
-from autoglm.runner.kv_tiers.disk_store import DiskBlockStore
+from autoglm.runner.kv_tiers.disk_store import DiskBlockStore, remove_stale_staging, staging_folder_name
 from autoglm.runner.kv_tiers.host_area import HostBlockArea
+from autoglm.runner.kv_tiers.slot_disk import SlotDisk
 from autoglm.weights_checksum import weights_sha256
 
 logger = logging.getLogger(__name__)
@@ -20,8 +23,8 @@ logger = logging.getLogger(__name__)
 
 def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | None:
     """The tiers below the pool, attached to the runner (and, under tensor or pipeline parallelism, to every
-    worker's, each a host tier of its own heads or layers); None when ``kv_offload_bytes`` is 0. A ValueError names a setting that cannot work
-    with the others."""
+    worker's, each a host tier and block files of its own heads or layers); None when ``kv_offload_bytes`` is 0.
+    A ValueError names a setting that cannot work with the others."""
     cache = config.cache
     if cache.kv_offload_bytes == 0:
         if cache.kv_disk_path is not None:
@@ -30,34 +33,37 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
     runner = parts.runner.runner if isinstance(parts.runner, GroupRunner) else parts.runner
     block_bytes = bytes_per_block(runner.model, cache.block_size, parts.dtype, runner.kv_pool.format)  # every rank's
     num_slots = cache.kv_offload_bytes // block_bytes
-    refusal = _refusal(config, block_bytes, num_slots)
+    parallel = config.parallel
+    layout = RankLayout(parallel.pipeline_parallel_size, parallel.tensor_parallel_size)
+    checksum = weights_sha256(parts.model_path) if cache.kv_disk_path is not None else ""
+    identities = [rank_identity(config, parts.dtype, checksum, layout.stage_of(rank), layout.tp_rank_of(rank))
+                  for rank in range(layout.world_size)]
+    own_rank = layout.engine_rank
+    file_bytes = block_file_bytes(identities[own_rank].header, block_bytes)
+    refusal = _refusal(config, block_bytes, num_slots, file_bytes)
     if parts.workers is not None:
         parts.workers.share(0 if refusal else num_slots)  # the workers wait for it, refused or not
     if refusal is not None:
         raise ValueError(refusal)
     area = HostBlockArea(runner.kv_pool, num_slots)
     runner.host_tier = area
-    identity = TierIdentity(
-        model_checksum=weights_sha256(parts.model_path) if cache.kv_disk_path is not None else "",
-        quantization=f"{config.model.quantization}:{config.model.quantization_group_size}",
-        dtype=str(parts.dtype).removeprefix("torch."), kv_cache_dtype=cache.kv_cache_dtype,
-        block_size=cache.block_size, tensor_parallel_rank=0, tensor_parallel_size=config.parallel.tensor_parallel_size,
-    )
-    disk = None
+    disks = []
     if cache.kv_disk_path is not None:
-        file_bytes = block_file_bytes(identity.header, block_bytes)
-        if cache.kv_disk_bytes < file_bytes:
-            raise ValueError(f"kv_disk_bytes of {cache.kv_disk_bytes} bytes holds no block file; one needs "
-                             f"{file_bytes} bytes")
-        disk = DiskBlockStore(Path(cache.kv_disk_path), cache.kv_disk_bytes, identity.header)
+        directory = Path(cache.kv_disk_path)
+        staging = staging_folder_name(os.getpid())
+        if parts.workers is not None:
+            parts.workers.share(os.getpid())  # each worker keeps its own files and reads those this process stages
+        disks = [DiskBlockStore(directory, cache.kv_disk_bytes, identity.header, staging) for identity in identities]
+        remove_stale_staging(directory)
+        area.disk = SlotDisk(disks[own_rank], area.slot_bytes)
     logger.info("KV tiers: host memory of %d blocks (%.2f MiB, %s)%s", num_slots, area.num_bytes / 2**20,
                 "a mapped file" if area.device.type == "cpu" else "pinned",
-                "" if disk is None else f", then disk at {disk.directory} capped at "
-                f"{cache.kv_disk_bytes / 2**20:.2f} MiB (model checksum {identity.model_checksum[:12]})")
-    return KVOffload(area, disk, identity)
+                "" if not disks else f", then disk at {disks[own_rank].directory} capped at "
+                f"{cache.kv_disk_bytes / 2**20:.2f} MiB (model checksum {checksum[:12]})")
+    return KVOffload(area, disks, identities, own_rank)
 
 
-def _refusal(config: EngineConfig, block_bytes: int, num_slots: int) -> str | None:
+def _refusal(config: EngineConfig, block_bytes: int, num_slots: int, file_bytes: int) -> str | None:
     """Why the tiers cannot run with these settings; None when they can."""
     cache, speculative = config.cache, config.speculative
     if not cache.enable_prefix_caching:
@@ -66,11 +72,8 @@ def _refusal(config: EngineConfig, block_bytes: int, num_slots: int) -> str | No
     if speculative is not None and speculative.method != "ngram":
         return (f"speculative method {speculative.method!r} keeps KV of its own, which the tiers do not restore: "
                 "with kv_offload_bytes use method 'ngram', or no speculative decoding")
-    parallel = config.parallel
-    if cache.kv_disk_path is not None and parallel.tensor_parallel_size * parallel.pipeline_parallel_size > 1:
-        return (f"the disk tier runs in one process for now: kv_disk_path needs tensor_parallel_size and "
-                f"pipeline_parallel_size 1, got {parallel.tensor_parallel_size} and {parallel.pipeline_parallel_size} "
-                f"(kv_offload_bytes alone works on every rank)")
     if num_slots < 1:
         return f"kv_offload_bytes of {cache.kv_offload_bytes} bytes holds no block; one block needs {block_bytes} bytes"
+    if cache.kv_disk_path is not None and cache.kv_disk_bytes < file_bytes:
+        return f"kv_disk_bytes of {cache.kv_disk_bytes} bytes holds no block file; one needs {file_bytes} bytes"
     return None

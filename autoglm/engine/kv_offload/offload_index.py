@@ -1,16 +1,17 @@
 """Which blocks the host tier's slots hold, least recently used first, and the moves each step carries.
 
 A block the prefix cache evicts takes a host slot (a free one, else the least recently used one's, whose block
-goes down to disk first); the runner copies it out before the step's forward pass overwrites the block. A lookup
-that misses the pool finds a block in a slot, or reads its file from disk into one (checked there and then, so
-that a bad file is a miss, never a restore), and the runner copies the slot into a fresh block, again before the
-forward pass. A slot that a step's copies or an admission's lookup will read or write is pinned until that step's
+each rank writes down to disk first); the runner copies it out before the step's forward pass overwrites the
+block. A lookup that misses the pool finds a block in a slot, or finds every rank's file of it on disk (checked
+there and then, so that a bad file is a miss, never a restore, and staged for the ranks to read into a slot), and
+the runner copies the slot into a fresh block, again before the forward pass. A slot that a step's copies or an admission's lookup will read or write is pinned until that step's
 plan is built: no other block takes it meanwhile.
 
 The host tier is inclusive: a restored block keeps its slot, so evicting it again copies nothing.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 
@@ -24,15 +25,22 @@ from autoglm.step_plan import KVTransfers
 class KVOffload:
     """The engine's side of the tiers below the pool (see :class:`~autoglm.engine.sched.block_manager.LowerTiers`)."""
 
-    def __init__(self, area: HostBlockArea, disk: DiskBlockStore | None, identity: TierIdentity) -> None:
+    def __init__(self, area: HostBlockArea, disks: list[DiskBlockStore], identities: list[TierIdentity],
+                 own_rank: int) -> None:
+        """``disks`` and ``identities``: every rank's, in rank order (no disks: no disk tier); ``own_rank``: the
+        engine's process's, whose host tier ``area`` is."""
         self.area = area
-        self.disk = disk
-        self.identity = identity
+        self.disks = disks
+        self.identities = identities
+        self.disk = disks[own_rank] if disks else None  # this process's files
+        self.identity = identities[own_rank]
         self._slots: OrderedDict[bytes, int] = OrderedDict()  # block hash -> slot, least recently used first
         self._free_slots = list(range(area.num_slots - 1, -1, -1))
         self._pinned: set[int] = set()
-        self._saves: list[tuple[int, int]] = []  # (block, slot)
+        self._saves: list[tuple[int, int, bytes]] = []  # (block, slot, block hash)
+        self._disk_reads: list[tuple[int, int, bytes]] = []  # (slot, staged file's sequence, block hash)
         self._restores: list[tuple[int, int]] = []  # (slot, block)
+        self._sequences = itertools.count()
         self._read_from_disk: set[bytes] = set()  # read into a slot by a lookup of this step: a disk hit if restored
         self.host_stats = TierStats("host")
         self.disk_stats = TierStats("disk")
@@ -58,7 +66,7 @@ class KVOffload:
             return  # every slot is in use by this step's moves: the block is lost, as without tiers
         self._slots[block_hash] = slot
         self._pinned.add(slot)
-        self._saves.append((block_id, slot))
+        self._saves.append((block_id, slot, block_hash))
 
     def restore(self, block_hashes: list[bytes], block_ids: list[int], missed_next: bool) -> None:
         for block_hash, block_id in zip(block_hashes, block_ids):
@@ -77,31 +85,34 @@ class KVOffload:
     # ---- the step --------------------------------------------------------------------
     def take_transfers(self) -> KVTransfers | None:
         """The moves the next plan carries, which unpins every slot; None when there are none."""
-        saves, restores, self._saves, self._restores = self._saves, self._restores, [], []
+        saves, disk_reads, restores = self._saves, self._disk_reads, self._restores
+        self._saves, self._disk_reads, self._restores = [], [], []
         self._pinned.clear()
         self._read_from_disk.clear()
-        if not saves and not restores:
+        if not saves and not disk_reads and not restores:
             return None
         self.host_stats.bytes_written += len(saves) * self.area.slot_bytes
         self.host_stats.bytes_read += len(restores) * self.area.slot_bytes
-        return KVTransfers(save_blocks=[block for block, _ in saves], save_slots=[slot for _, slot in saves],
-                           restore_slots=[slot for slot, _ in restores],
-                           restore_blocks=[block for _, block in restores])
+        save_blocks, save_slots, save_hashes = _columns(saves, 3)
+        read_slots, read_sequences, read_hashes = _columns(disk_reads, 3)
+        restore_slots, restore_blocks = _columns(restores, 2)
+        return KVTransfers(save_blocks=save_blocks, save_slots=save_slots, save_hashes=save_hashes,
+                           disk_read_slots=read_slots, disk_read_sequences=read_sequences,
+                           disk_read_hashes=read_hashes, restore_slots=restore_slots, restore_blocks=restore_blocks)
 
-    def persist(self) -> None:
-        """Write every block the host tier holds down to disk, for the engines that start after this one closes."""
-        self.area.synchronize()
-        for block_hash, slot in self._slots.items():
-            if slot not in self._pinned:  # a pinned slot may wait for a save no plan has carried yet
-                self._write_to_disk(block_hash, slot)
+    def close(self) -> None:
+        """Once every rank has stopped: remove the staged files no step read."""
+        if self.disk is not None:
+            self.disk.remove_staging()
 
     def stats(self) -> list[TierStats]:
         self.host_stats.bytes_stored = len(self._slots) * self.area.slot_bytes
         tiers = [self.host_stats.snapshot()]
         if self.disk is not None:
             disk = self.disk_stats
-            disk.bytes_stored, disk.bytes_written, disk.bytes_read, disk.blocks_dropped = (
-                self.disk.bytes_stored, self.disk.bytes_written, self.disk.bytes_read, self.disk.num_dropped)
+            disk.bytes_stored, disk.bytes_written = self.disk.bytes_stored, self.disk.bytes_written
+            disk.bytes_read = sum(store.bytes_read for store in self.disks)
+            disk.blocks_dropped = sum(store.num_dropped for store in self.disks)
             tiers.append(disk.snapshot())
         return tiers
 
@@ -113,37 +124,44 @@ class KVOffload:
 
     # ---- slots -----------------------------------------------------------------------
     def _read_from_disk_into_slot(self, block_hash: bytes) -> int | None:
-        """A slot now holding the block's checked file; None if the disk has no good file for it or no slot is free."""
-        if self.disk is None:
+        """A slot the ranks fill from their files of the block at the next step (each checked and staged now);
+        None if some rank's file is missing or bad, or no slot is free."""
+        if not self.disks:
             return None
-        key = self.identity.key(block_hash)
-        if not self.disk.contains(key):
+        keys = [disk.key(block_hash) for disk in self.disks]
+        if not all(disk.contains(key) for disk, key in zip(self.disks, keys)):
             return None
         slot = self._claim_slot()
         if slot is None:
             return None
         started = time.perf_counter()
-        payload = self.disk.read(key, self.area.slot_bytes)
-        if payload is None:
-            self._free_slots.append(slot)
-            return None
-        self.area.write_slot(slot, payload)
+        sequence = next(self._sequences)
+        staged = []
+        for disk, key in zip(self.disks, keys):
+            if not disk.stage(key, sequence):
+                for done, done_key in staged:
+                    done.unstage(done_key, sequence)
+                self._free_slots.append(slot)
+                return None
+            staged.append((disk, key))
         self.disk_stats.restore_latency.observe(time.perf_counter() - started)
         self._slots[block_hash] = slot
+        self._disk_reads.append((slot, sequence, block_hash))
         self._read_from_disk.add(block_hash)
         return slot
 
     def _claim_slot(self) -> int | None:
-        """A slot to fill: a free one, else the least recently used unpinned one, its block written to disk first."""
+        """A slot to fill: a free one, else the least recently used unpinned one (whose block each rank writes
+        down to disk before the plan replaces it)."""
         if self._free_slots:
             return self._free_slots.pop()
         for block_hash, slot in self._slots.items():
             if slot not in self._pinned:
                 del self._slots[block_hash]
-                self._write_to_disk(block_hash, slot)
                 return slot
         return None
 
-    def _write_to_disk(self, block_hash: bytes, slot: int) -> None:
-        if self.disk is not None and self.disk.writable:
-            self.disk.write(self.identity.key(block_hash), self.area.read_slot(slot))
+
+def _columns(rows: list[tuple], width: int) -> list[list]:
+    """The rows' columns, each a list (``width`` empty ones when there are no rows)."""
+    return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]

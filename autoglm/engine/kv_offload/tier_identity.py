@@ -1,16 +1,19 @@
 """What makes a block's K and V valid outside this engine, and the disk key made of it.
 
-A block hash already covers the prefix's tokens, the tenant's salt and the images' hashes; the same tokens give
-other K and V under other weights, dtypes, block sizes or tensor-parallel shards, so the key adds all of them.
+A block hash already covers the prefix's tokens, the tenant's salt, the images' and the adapter's hashes; the same
+tokens give other K and V under other weights, dtypes, block sizes, or on another rank of a tensor- or
+pipeline-parallel engine (other heads, other layers), so the key adds all of them.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from autoglm.runner.kv_tiers.block_file import KEY_BYTES
+import torch
+
+from autoglm.config import EngineConfig
+from autoglm.runner.kv_tiers.block_file import block_key
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,8 @@ class TierIdentity:
     block_size: int
     tensor_parallel_rank: int
     tensor_parallel_size: int
+    pipeline_stage: int
+    pipeline_parallel_size: int
 
     @cached_property
     def header(self) -> bytes:
@@ -30,4 +35,18 @@ class TierIdentity:
 
     def key(self, block_hash: bytes) -> bytes:
         """The block's disk key: the same on every engine of this identity, another on any other."""
-        return hashlib.blake2b(self.header + block_hash, digest_size=KEY_BYTES, person=b"autoglm-kv-disk").digest()
+        return block_key(self.header, block_hash)
+
+
+def rank_identity(config: EngineConfig, dtype: torch.dtype, model_checksum: str, stage: int,
+                  tensor_parallel_rank: int) -> TierIdentity:
+    """The identity of the blocks that rank ``tensor_parallel_rank`` of pipeline stage ``stage`` computes."""
+    parallel = config.parallel
+    return TierIdentity(
+        model_checksum=model_checksum,
+        quantization=f"{config.model.quantization}:{config.model.quantization_group_size}",
+        dtype=str(dtype).removeprefix("torch."), kv_cache_dtype=config.cache.kv_cache_dtype,
+        block_size=config.cache.block_size, tensor_parallel_rank=tensor_parallel_rank,
+        tensor_parallel_size=parallel.tensor_parallel_size, pipeline_stage=stage,
+        pipeline_parallel_size=parallel.pipeline_parallel_size,
+    )

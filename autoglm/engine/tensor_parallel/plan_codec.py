@@ -148,11 +148,22 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     transfers = plan.kv_transfers  # a flag, then the KV blocks each rank moves on its own shard
     out.ints([int(transfers is not None)])
     if transfers is not None:
-        out.ragged([transfers.save_blocks, transfers.save_slots, transfers.restore_slots, transfers.restore_blocks])
+        out.ragged([transfers.save_blocks, transfers.save_slots, transfers.disk_read_slots,
+                    transfers.disk_read_sequences, transfers.restore_slots, transfers.restore_blocks])
+        out.ragged([list(block_hash) for block_hash in transfers.save_hashes + transfers.disk_read_hashes])
     payload = out.payload()
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
                     int(plan.use_cpu_kernels))
     return header.to_tensor(), payload
+
+
+def _read_transfers(read: _Reader) -> KVTransfers:
+    save_blocks, save_slots, disk_slots, disk_sequences, restore_slots, restore_blocks = read.ragged(6)
+    hashes = [bytes(values) for values in read.ragged(len(save_blocks) + len(disk_slots))]
+    return KVTransfers(save_blocks=save_blocks, save_slots=save_slots, save_hashes=hashes[: len(save_blocks)],
+                       disk_read_slots=disk_slots, disk_read_sequences=disk_sequences,
+                       disk_read_hashes=hashes[len(save_blocks) :], restore_slots=restore_slots,
+                       restore_blocks=restore_blocks)
 
 
 def _sampling_int(row: RowSampling, name: str) -> int:
@@ -207,7 +218,7 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
     lora_loads = [AdapterLoad(load_ints[2 * i], LoRARequest(texts[2 * i], load_ints[2 * i + 1], texts[2 * i + 1]))
                   for i in range(num_loads)]
     (has_transfers,) = read.ints(1)
-    kv_transfers = KVTransfers(*read.ragged(4)) if has_transfers else None
+    kv_transfers = _read_transfers(read) if has_transfers else None
     return StepPlan(input_ids=input_ids, positions=positions, slot_mapping=slot_mapping, block_tables=block_tables,
                     block_size=header.block_size, query_lens=query_lens, seq_lens=seq_lens, row_ids=row_ids,
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,

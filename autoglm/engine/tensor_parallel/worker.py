@@ -20,7 +20,7 @@ from autoglm.engine.tensor_parallel.process_group import GroupSettings, rank_dev
 from autoglm.engine.torch_threads import claim_num_threads
 from autoglm.host_allocator import keep_freed_memory_for_reuse
 from autoglm.kernels.cpu_extension import cpu_kernels_in_use
-from autoglm.runner.kv_tiers.host_area import HostBlockArea
+from autoglm.engine.kv_offload.worker_tier import worker_host_tier
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +35,15 @@ def run_worker(config: EngineConfig, settings: GroupSettings, rank: int, lifelin
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
     channel = join_ranks(settings, rank)
-    runner = load_rank_model(config, device).runner(config.cache.block_size, channel.share())
+    rank_model = load_rank_model(config, device)
+    runner = rank_model.runner(config.cache.block_size, channel.share())
     if config.cache.kv_offload_bytes and (num_slots := channel.share()) > 0:  # rank 0 sized the host KV tier
-        runner.host_tier = HostBlockArea(runner.kv_pool, num_slots)
+        runner.host_tier = worker_host_tier(config, settings, rank, rank_model, runner.kv_pool, num_slots, channel)
     while (plan := channel.receive()) is not None:
         with cpu_kernels_in_use(plan.use_cpu_kernels):  # rank 0's engine switches; every rank with it
             runner.launch(plan)  # its output is rank 0's to read
+    if runner.host_tier is not None:
+        runner.host_tier.persist()  # its blocks, for the engines that start after this one
     leave_ranks()
 
 

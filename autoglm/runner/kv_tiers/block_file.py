@@ -8,6 +8,7 @@ as KV.
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 
@@ -21,6 +22,12 @@ class BlockFileError(Exception):
     """A block file that must not be used, and why."""
 
 
+def block_key(identity: bytes, block_hash: bytes) -> bytes:
+    """The disk key of the block ``block_hash`` computed by engines of ``identity``: the same on every such engine,
+    another on any other."""
+    return hashlib.blake2b(identity + block_hash, digest_size=KEY_BYTES, person=b"autoglm-kv-disk").digest()
+
+
 def block_file_header(key: bytes, identity: bytes, payload: bytes) -> bytes:
     """What precedes ``payload`` in the file of the block keyed ``key``."""
     return _HEADER.pack(MAGIC, FORMAT_VERSION, len(identity), key, len(payload), zlib.crc32(payload)) + identity
@@ -31,8 +38,9 @@ def block_file_bytes(identity: bytes, payload_len: int) -> int:
     return _HEADER.size + len(identity) + payload_len
 
 
-def read_block_payload(data: bytes, key: bytes, identity: bytes, payload_len: int) -> bytes:
-    """The payload of a whole file's ``data``, checked against what the reader expects; BlockFileError if not."""
+def read_block_payload(data: bytes, key: bytes, identity: bytes, payload_len: int | None) -> bytes:
+    """The payload of a whole file's ``data``, checked against what the reader expects (any length the header
+    states when ``payload_len`` is None); BlockFileError if not."""
     if len(data) < _HEADER.size:
         raise BlockFileError(f"truncated: {len(data)} bytes, shorter than the {_HEADER.size}-byte header")
     magic, version, identity_len, file_key, length, crc = _HEADER.unpack_from(data)
@@ -43,7 +51,7 @@ def read_block_payload(data: bytes, key: bytes, identity: bytes, payload_len: in
     file_identity = data[_HEADER.size : _HEADER.size + identity_len]
     if file_key != key or file_identity != identity:
         raise BlockFileError(f"foreign block: written for {file_identity.decode(errors='replace')!r}")
-    if length != payload_len:
+    if payload_len is not None and length != payload_len:
         raise BlockFileError(f"payload of {length} bytes; a block here has {payload_len}")
     payload = data[_HEADER.size + identity_len :]
     if len(payload) != length:

@@ -12,31 +12,63 @@ tenth below it, passing over files another process removed first. Files never ch
 costs one stat per file the writer has not seen before, and the scan by modification time runs once per tenth of
 the cap written.
 
-A file that fails its checks on read (see :mod:`block_file`) is removed and counted, and the block is recomputed.
-When the directory cannot be written (full, read-only, missing), writing stops with one warning and serving goes
-on; reads go on too.
+A block is read in two moves, so that every rank of a tensor- or pipeline-parallel engine reads its own file
+of it or none does: the engine checks each rank's file at lookup and stages it (a hard link in a staging folder
+of its own, which no other process's cap removes), and each rank reads its staged file into a host slot when its
+step runs. A file that fails its checks (see :mod:`block_file`) is removed and counted, and the block is
+recomputed. When the directory cannot be written (full, read-only, missing), writing stops with one warning and
+serving goes on; reads go on too.
 """
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import socket
 import tempfile
 from pathlib import Path
 
-from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header, read_block_payload
+from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header, block_key, read_block_payload
 
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".kvblock"
 TRIM_TO = 0.9  # of the cap: what a trim leaves, so that the next writes do not each trim again
+STAGING_PREFIX = ".staging-"
+
+
+def staging_folder_name(engine_pid: int) -> str:
+    """The staging folder of the engine whose process is ``engine_pid`` on this host."""
+    return f"{STAGING_PREFIX}{socket.gethostname()}-{engine_pid}"
+
+
+def remove_stale_staging(directory: Path) -> None:
+    """Remove the staging folders that engines of this host left when they ended without closing."""
+    prefix = f"{STAGING_PREFIX}{socket.gethostname()}-"
+    for entry in directory.glob(f"{prefix}*"):
+        pid = entry.name.removeprefix(prefix)
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class DiskBlockStore:
     """Block files under ``directory``, at most ``capacity_bytes`` of them in all."""
 
-    def __init__(self, directory: Path, capacity_bytes: int, identity: bytes) -> None:
-        """``identity``: what every block file of this engine's kind carries in its header (see block_file)."""
+    def __init__(self, directory: Path, capacity_bytes: int, identity: bytes, staging: str) -> None:
+        """``identity``: what every block file of this rank's kind carries in its header (see block_file);
+        ``staging``: the engine's staging folder's name (:func:`staging_folder_name`)."""
         self.directory = directory
+        self.staging = directory / staging
         self.capacity_bytes = capacity_bytes
         self.identity = identity
         self.writable = True
@@ -57,26 +89,57 @@ class DiskBlockStore:
     def contains(self, key: bytes) -> bool:
         return self.path(key).is_file()
 
-    def read(self, key: bytes, payload_len: int) -> bytes | None:
-        """The block's payload; None if its file is gone, or fails its checks (then it is removed)."""
+    def key(self, block_hash: bytes) -> bytes:
+        return block_key(self.identity, block_hash)
+
+    def stage(self, key: bytes, sequence: int) -> bool:
+        """Check the block's file and hold it, under ``sequence``, for :meth:`take_staged`; False if the file is
+        gone or fails its checks (then it is removed)."""
         path = self.path(key)
         try:
             data = path.read_bytes()
         except OSError:
-            return None  # removed by another process's cap since it was found: a miss
+            return False  # removed by another process's cap since it was found: a miss
         try:
-            payload = read_block_payload(data, key, self.identity, payload_len)
+            read_block_payload(data, key, self.identity, None)  # its rank checks the length
         except BlockFileError as error:
             logger.warning("KV block file %s refused, the block is recomputed: %s", path.name, error)
             self.num_dropped += 1
             path.unlink(missing_ok=True)
-            return None
+            return False
+        try:
+            self.staging.mkdir(exist_ok=True)
+            os.link(path, self._staged(key, sequence))
+        except OSError:
+            return False  # removed since it was read, or no link can be made here: a miss
         self.bytes_read += len(data)
         try:
             os.utime(path)  # most recently used now
         except OSError:
             pass
-        return payload
+        return True
+
+    def unstage(self, key: bytes, sequence: int) -> None:
+        """Drop a staged file no rank will read (another rank's file of the block was missing or bad)."""
+        self._staged(key, sequence).unlink(missing_ok=True)
+
+    def take_staged(self, key: bytes, sequence: int, payload_len: int) -> bytes:
+        """The payload of the file :meth:`stage` held, which is released. Checked again: a staged file is the
+        checked file itself, so a failure here is a fault of the host, raised as an error."""
+        staged = self._staged(key, sequence)
+        data = staged.read_bytes()
+        staged.unlink()
+        try:
+            return read_block_payload(data, key, self.identity, payload_len)
+        except BlockFileError as error:
+            raise RuntimeError(f"staged KV block file {staged} changed after it was checked: {error}") from error
+
+    def remove_staging(self) -> None:
+        """Remove the engine's staging folder and what is left in it (once no rank will read from it)."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _staged(self, key: bytes, sequence: int) -> Path:
+        return self.staging / f"{sequence}-{key.hex()}"
 
     def write(self, key: bytes, payload: bytes) -> None:
         """Store a block unless it is there already, then hold the cap; gives up for good on a write error."""

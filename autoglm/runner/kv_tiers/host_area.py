@@ -22,6 +22,7 @@ import torch
 
 from autoglm.attention.kv_cache_format import SCALE_DTYPE
 from autoglm.runner.kv_cache import KVPool
+from autoglm.runner.kv_tiers.slot_disk import SlotDisk
 from autoglm.step_plan import KVTransfers
 
 _SCALES_ALIGNMENT = 64  # bytes: the scales' part of the area starts aligned for any dtype
@@ -52,17 +53,27 @@ class HostBlockArea:
         scale_bytes = 0 if self.scales is None else self.scales[0].numel() * SCALE_DTYPE.itemsize
         self.slot_bytes = self.values[0].numel() + scale_bytes
         self._copied: torch.cuda.Event | None = None
+        self.disk: SlotDisk | None = None  # this rank's disk tier, if any (kv_disk_path)
 
     @property
     def num_bytes(self) -> int:
         return int(self._buffer.numel())
 
     def apply(self, transfers: KVTransfers) -> None:
-        """Copy the plan's saved blocks out to their slots, then its restored slots into their blocks: a block
-        saved and then reused as a restore's target in one plan is read before it is written."""
+        """Copy the plan's saved blocks out to their slots, read its staged disk blocks into theirs, then copy its
+        restored slots into their blocks: a block saved and then reused as a restore's target in one plan is read
+        before it is written. A slot's block the disk lacks is written down before anything replaces it."""
         started = time.perf_counter()
-        for block, slot in zip(transfers.save_blocks, transfers.save_slots):
+        for block, slot, block_hash in zip(transfers.save_blocks, transfers.save_slots, transfers.save_hashes):
+            self._write_down(slot)
             self._copy(slot, block, to_host=True)
+            if self.disk is not None:
+                self.disk.saved(slot, block_hash)
+        for slot, sequence, block_hash in zip(transfers.disk_read_slots, transfers.disk_read_sequences,
+                                              transfers.disk_read_hashes):
+            assert self.disk is not None, "the plan reads a block from disk, but this rank has no disk tier"
+            self._write_down(slot)
+            self.write_slot(slot, self.disk.staged_payload(sequence, block_hash))
         for slot, block in zip(transfers.restore_slots, transfers.restore_blocks):
             self._copy(slot, block, to_host=False)
         if self.device.type == "cuda" and (transfers.save_blocks or transfers.restore_blocks):
@@ -70,6 +81,16 @@ class HostBlockArea:
             self._copied.record()
         if transfers.restore_blocks:
             self.on_restore(time.perf_counter() - started)
+
+    def persist(self) -> None:
+        """Write every slot's block the disk tier lacks down to it, for the engines that start after this one."""
+        if self.disk is not None:
+            for slot in self.disk.unwritten_slots():
+                self._write_down(slot)
+
+    def _write_down(self, slot: int) -> None:
+        if self.disk is not None and (block_hash := self.disk.take_unwritten(slot)) is not None:
+            self.disk.write(block_hash, self.read_slot(slot))
 
     def _copy(self, slot: int, block: int, to_host: bool) -> None:
         pairs = [(self.values[slot], self._pool_values[:, :, block])]

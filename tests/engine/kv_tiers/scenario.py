@@ -26,6 +26,7 @@ PREFIX_BLOCKS = len(PREFIX) // BLOCK_SIZE
 OTHER_PROMPTS = [[_rng.randrange(3, 200) for _ in range(60)] for _ in range(3)]
 FIRST_TURN = PREFIX + [_rng.randrange(3, 200) for _ in range(5)]
 SECOND_TURN = PREFIX + [_rng.randrange(3, 200) for _ in range(6)]
+BAD_BLOCK = 7  # of the prefix, whose file a test damages: blocks 0..6 are restored, 7 on are recomputed
 RECOMPUTE_TOLERANCE = 1e-5  # float32: the same values summed in other chunks
 _request_ids = itertools.count()
 
@@ -89,12 +90,21 @@ def tier(engine: LLMEngine, name: str):
     return next(stats for stats in engine.get_stats().kv_tiers if stats.tier == name)
 
 
-def prefix_block_files(engine: LLMEngine, tenant: TenantTag | None = None) -> list[Path]:
-    """Where the disk tier keeps (or would keep) each block of the prefix, in order."""
+def prefix_block_files(engine: LLMEngine, tenant: TenantTag | None = None, rank: int | None = None) -> list[Path]:
+    """Where the disk tier keeps (or would keep) each block of the prefix, in order: the engine's process's files,
+    or those of ``rank``."""
     salt = b"" if tenant is None else salt_bytes(tenant.salt)
     offload = engine.kv_offload
+    disk = offload.disk if rank is None else offload.disks[rank]
     paths, parent = [], b""
     for index in range(PREFIX_BLOCKS):
         parent = hash_block(parent, PREFIX[index * BLOCK_SIZE : (index + 1) * BLOCK_SIZE], salt)
-        paths.append(offload.disk.path(offload.identity.key(parent)))
+        paths.append(disk.path(disk.key(parent)))
     return paths
+
+
+def corrupt(path: Path) -> None:
+    """Flip a bit of the file's payload."""
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x40
+    path.write_bytes(bytes(data))

@@ -10,17 +10,13 @@ import pytest
 import torch
 
 from autoglm.runner.kv_tiers.block_file import block_file_header
-from tests.engine.kv_tiers.scenario import (BLOCK_SIZE, PREFIX_BLOCKS, RECOMPUTE_TOLERANCE, SECOND_TURN,
-                                            first_turn_then_other_work, prefix_block_files, run_alone, tier,
-                                            tiered_llm)
-
-BAD_BLOCK = 7  # blocks 0..6 are restored, 7 on are recomputed
+from tests.engine.kv_tiers.scenario import (BAD_BLOCK, BLOCK_SIZE, PREFIX_BLOCKS, RECOMPUTE_TOLERANCE,
+                                            SECOND_TURN, corrupt, first_turn_then_other_work, prefix_block_files,
+                                            run_alone, tier, tiered_llm)
 
 
-def corrupt(path: Path, engine) -> None:
-    data = bytearray(path.read_bytes())
-    data[-5] ^= 0x40
-    path.write_bytes(bytes(data))
+def corrupted(path: Path, engine) -> None:
+    corrupt(path)
 
 
 def truncate(path: Path, engine) -> None:
@@ -34,7 +30,7 @@ def foreign(path: Path, engine) -> None:
     path.write_bytes(block_file_header(identity.key(b"any block"), identity.header, payload) + payload)
 
 
-@pytest.mark.parametrize("damage", [corrupt, truncate, foreign])
+@pytest.mark.parametrize("damage", [corrupted, truncate, foreign])
 def test_a_bad_block_file_is_dropped_and_its_blocks_recomputed(model_dir, reference, tmp_path,
                                                                damage: Callable[[Path, object], None]):
     folder = tmp_path / "blocks"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import subprocess
 
 from autoglm.runner.kv_tiers import disk_store
 from autoglm.runner.kv_tiers.disk_store import TRIM_TO
@@ -52,3 +53,14 @@ def test_the_size_cap_holds_with_two_engines_writing(model_dir, tmp_path):
     assert all(tier(engine, "disk").bytes_written > cap for engine in engines)  # each wrote past the cap alone
     stored = sum(path.stat().st_size for path in folder.iterdir())
     assert TRIM_TO * cap / 2 < stored <= cap  # the least recently used files went, not all of them
+
+
+def test_staging_folders_of_ended_engines_are_removed_and_live_ones_kept(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is free now, and no live process of this test's can reuse it before the check
+    ended, live = (tmp_path / disk_store.staging_folder_name(pid) for pid in (dead.pid, os.getpid()))
+    for folder in (ended, live):
+        folder.mkdir()
+        (folder / "0-00").write_bytes(b"staged")
+    disk_store.remove_stale_staging(tmp_path)
+    assert not ended.exists() and live.exists()

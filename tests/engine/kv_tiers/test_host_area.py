@@ -1,4 +1,5 @@
-"""The host tier's slots hold a block's bytes exactly, scales included, whatever the KV format stores."""
+"""The host tier's slots hold a block's bytes exactly, scales included, whatever the KV format stores; a slot's
+block goes down to disk before a plan replaces it, and comes back from a staged file into another slot."""
 from __future__ import annotations
 
 import errno
@@ -10,7 +11,9 @@ import torch
 from autoglm.attention.kv_cache_format import AUTO, FP8_E4M3, INT8, SCALE_DTYPE, KVCacheFormat
 from autoglm.runner.kv_cache import KVPool
 from autoglm.runner.kv_tiers import host_area
+from autoglm.runner.kv_tiers.disk_store import DiskBlockStore
 from autoglm.runner.kv_tiers.host_area import HostBlockArea
+from autoglm.runner.kv_tiers.slot_disk import SlotDisk
 from autoglm.step_plan import KVTransfers
 
 LAYERS, HEADS, HEAD_DIM, BLOCKS, BLOCK_SIZE = 3, 2, 8, 5, 4
@@ -37,7 +40,7 @@ def test_a_block_saved_to_a_slot_and_restored_into_another_block_is_the_same_byt
     pool = random_pool(kv_format, dtype)
     area = HostBlockArea(pool, num_slots=3)
     saved = [part.clone() for part in block(pool, 1)]
-    area.apply(KVTransfers(save_blocks=[1], save_slots=[2]))
+    area.apply(KVTransfers(save_blocks=[1], save_slots=[2], save_hashes=[b"one"]))
     payload = area.read_slot(2)
     assert len(payload) == area.slot_bytes
     area.write_slot(0, payload)  # as a disk read fills a slot
@@ -50,10 +53,30 @@ def test_a_block_saved_and_restored_over_in_one_step_is_read_before_it_is_writte
     pool = random_pool(AUTO, torch.float32)
     area = HostBlockArea(pool, num_slots=2)
     first, second = (block(pool, index)[0].clone() for index in (0, 1))
-    area.apply(KVTransfers(save_blocks=[1], save_slots=[1]))
-    area.apply(KVTransfers(save_blocks=[0], save_slots=[0], restore_slots=[1], restore_blocks=[0]))
+    area.apply(KVTransfers(save_blocks=[1], save_slots=[1], save_hashes=[b"one"]))
+    area.apply(KVTransfers(save_blocks=[0], save_slots=[0], save_hashes=[b"zero"], restore_slots=[1],
+                           restore_blocks=[0]))
     assert torch.equal(block(pool, 0)[0], second)
     assert torch.equal(area.values[0], first)
+
+
+def test_a_slot_block_goes_to_disk_before_it_is_replaced_and_returns_from_its_staged_file(tmp_path):
+    pool = random_pool(INT8, torch.float32)
+    area = HostBlockArea(pool, num_slots=2)
+    store = DiskBlockStore(tmp_path, capacity_bytes=1 << 20, identity=b"rank 0", staging=".staging-test")
+    area.disk = SlotDisk(store, area.slot_bytes)
+    first = [part.clone() for part in block(pool, 1)]
+    area.apply(KVTransfers(save_blocks=[1], save_slots=[0], save_hashes=[b"first"]))
+    assert not store.contains(store.key(b"first"))  # still only in its slot
+    area.apply(KVTransfers(save_blocks=[2], save_slots=[0], save_hashes=[b"second"]))
+    assert store.contains(store.key(b"first")) and not store.contains(store.key(b"second"))
+    assert store.stage(store.key(b"first"), sequence=7)
+    area.apply(KVTransfers(disk_read_slots=[1], disk_read_sequences=[7], disk_read_hashes=[b"first"],
+                           restore_slots=[1], restore_blocks=[4]))
+    assert all(torch.equal(got, want) for got, want in zip(block(pool, 4), first))
+    assert list(store.staging.iterdir()) == []  # the staged file was read once and released
+    area.persist()
+    assert store.contains(store.key(b"second"))
 
 
 def test_a_payload_of_another_size_is_refused():

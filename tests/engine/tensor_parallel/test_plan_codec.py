@@ -26,7 +26,9 @@ def a_plan() -> StepPlan:
         # The sign bit set (a token at t % 32 == 31) and an all-allowed row: int32 words travel as int64.
         token_bitmask=torch.tensor([[-1, -(2**31)], [5, 2**31 - 1]], dtype=torch.int32),
         use_cpu_kernels=True,  # the engine's switch reaches every rank with the plan
-        kv_transfers=KVTransfers(save_blocks=[3], save_slots=[0], restore_slots=[1, 0], restore_blocks=[4, 6]),
+        kv_transfers=KVTransfers(save_blocks=[3], save_slots=[0], save_hashes=[bytes(range(250, 256)) + b"\0"],
+                                 disk_read_slots=[2, 3], disk_read_sequences=[9, 10], disk_read_hashes=[b"a", b""],
+                                 restore_slots=[1, 0], restore_blocks=[4, 6]),
     )
 
 
