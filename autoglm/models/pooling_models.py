@@ -17,6 +17,7 @@ from autoglm.models.linear_method import LinearMethods
 from autoglm.models.llama import llama_spec
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.partition import current_partition
+from autoglm.models.pipeline_stage import OnAnotherStage, held_weights
 from autoglm.models.qwen2 import QWEN2_SPEC
 from autoglm.models.qwen3 import qwen3_spec
 from autoglm.models.registry import SUPPORTED_ARCHITECTURES, model_class_for
@@ -30,7 +31,8 @@ class DecoderForSequenceClassification(nn.Module):
         super().__init__()
         self.config = config
         self.model = DecoderModel(config, spec, linear_methods, current_partition(config))
-        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.score = (nn.Linear(config.hidden_size, config.num_labels, bias=False) if self.model.parts.last
+                      else OnAnotherStage())
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids, positions)
@@ -40,7 +42,8 @@ class DecoderForSequenceClassification(nn.Module):
         return self.score(hidden).float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        load_checkpoint_weights(self, weights)
+        """This stage's tensors (every tensor outside a pipeline)."""
+        load_checkpoint_weights(self, held_weights(self, weights))
 
 
 def _classifier(spec: Callable[[ModelConfig], DecoderSpec]) -> Callable[[ModelConfig, LinearMethods], nn.Module]:
@@ -66,9 +69,10 @@ class _EmbeddingHead:
         return hidden.float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """The base model's tensors, with or without the ``model.`` prefix; an LM head's are passed over."""
-        load_checkpoint_weights(self, ((_base_model_name(name), tensor) for name, tensor in weights
-                                       if not name.startswith("lm_head.")))
+        """The base model's tensors of this stage, with or without the ``model.`` prefix; an LM head's are passed
+        over."""
+        named = ((_base_model_name(name), tensor) for name, tensor in weights if not name.startswith("lm_head."))
+        load_checkpoint_weights(self, held_weights(self, named))
 
 
 def _base_model_name(name: str) -> str:
