@@ -16,7 +16,7 @@ import yaml
 
 FLOODER, VICTIM = "A", "B"
 UNREACHED_LIMITS = {"requests_per_minute": 10**7, "tokens_per_minute": 10**10, "max_concurrent_requests": 10**5,
-                    "max_tokens_cap": 10**6, "tokens_per_day": 10**13}
+                    "max_tokens_cap": 10**6, "tokens_per_day": 10**13, "requests_per_day": 10**10}
 
 
 @dataclass(frozen=True)
