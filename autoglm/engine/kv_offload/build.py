@@ -1,6 +1,7 @@
 """The KV tiers an engine's settings ask for, checked against the engine they serve, and the log line naming them."""
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from pathlib import Path
@@ -19,6 +20,8 @@ from autoglm.runner.kv_tiers.slot_disk import SlotDisk
 from autoglm.weights_checksum import weights_sha256
 
 logger = logging.getLogger(__name__)
+
+_engine_numbers = itertools.count()  # of the engines with a disk tier built in this process: their staging folders
 
 
 def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | None:
@@ -50,9 +53,11 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
     disks = []
     if cache.kv_disk_path is not None:
         directory = Path(cache.kv_disk_path)
-        staging = staging_folder_name(os.getpid())
-        if parts.workers is not None:
-            parts.workers.share(os.getpid())  # each worker keeps its own files and reads those this process stages
+        engine_number = next(_engine_numbers)
+        staging = staging_folder_name(os.getpid(), engine_number)
+        if parts.workers is not None:  # each worker keeps its own files and reads those this engine stages
+            parts.workers.share(os.getpid())
+            parts.workers.share(engine_number)
         disks = [DiskBlockStore(directory, cache.kv_disk_bytes, identity.header, staging) for identity in identities]
         remove_stale_staging(directory)
         area.disk = SlotDisk(disks[own_rank], area.slot_bytes)

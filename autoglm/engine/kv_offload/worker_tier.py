@@ -18,16 +18,16 @@ from autoglm.weights_checksum import weights_sha256
 
 def worker_host_tier(config: EngineConfig, settings: GroupSettings, rank: int, rank_model: RankModel, pool: KVPool,
                      num_slots: int, channel) -> HostBlockArea:
-    """Rank ``rank``'s host tier of ``num_slots`` slots; with ``kv_disk_path``, and the engine's process id from
-    ``channel``, the disk tier of its own block files too."""
+    """Rank ``rank``'s host tier of ``num_slots`` slots; with ``kv_disk_path``, the disk tier of its own block files
+    too, reading what the engine (its process id and number from ``channel``) stages."""
     area = HostBlockArea(pool, num_slots)
     cache = config.cache
     if cache.kv_disk_path is not None:
-        engine_pid = channel.share()
+        engine_pid, engine_number = channel.share(), channel.share()
         layout = RankLayout.of(settings)
         identity = rank_identity(config, rank_model.dtype, weights_sha256(rank_model.model_path),
                                  layout.stage_of(rank), layout.tp_rank_of(rank))
         store = DiskBlockStore(Path(cache.kv_disk_path), cache.kv_disk_bytes, identity.header,
-                               staging_folder_name(engine_pid))
+                               staging_folder_name(engine_pid, engine_number))
         area.disk = SlotDisk(store, area.slot_bytes)
     return area

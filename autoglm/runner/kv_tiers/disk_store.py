@@ -37,16 +37,17 @@ TRIM_TO = 0.9  # of the cap: what a trim leaves, so that the next writes do not 
 STAGING_PREFIX = ".staging-"
 
 
-def staging_folder_name(engine_pid: int) -> str:
-    """The staging folder of the engine whose process is ``engine_pid`` on this host."""
-    return f"{STAGING_PREFIX}{socket.gethostname()}-{engine_pid}"
+def staging_folder_name(engine_pid: int, engine_number: int) -> str:
+    """The staging folder of engine ``engine_number`` of the process ``engine_pid`` on this host (a process may
+    run several engines on one folder: the versions of a model swap)."""
+    return f"{STAGING_PREFIX}{socket.gethostname()}-{engine_pid}-{engine_number}"
 
 
 def remove_stale_staging(directory: Path) -> None:
-    """Remove the staging folders that engines of this host left when they ended without closing."""
+    """Remove the staging folders that engines of this host left when their process ended without closing them."""
     prefix = f"{STAGING_PREFIX}{socket.gethostname()}-"
     for entry in directory.glob(f"{prefix}*"):
-        pid = entry.name.removeprefix(prefix)
+        pid = entry.name.removeprefix(prefix).split("-")[0]
         if pid.isdigit() and not _process_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
 

@@ -45,6 +45,8 @@ def test_a_full_disk_warns_once_and_serving_goes_on(model_dir, tmp_path, caplog,
 def test_the_size_cap_holds_with_two_engines_writing(model_dir, tmp_path):
     folder = tmp_path / "blocks"
     engines = [tiered_llm(model_dir, host_blocks=4, disk_path=folder, disk_blocks=6).engine for _ in range(2)]
+    first, second = (engine.kv_offload.disk.staging for engine in engines)
+    assert first != second  # one engine's close never removes what the other staged
     for round_ in range(2):
         for index, engine in enumerate(engines):
             for prompt in OTHER_PROMPTS[:2]:
@@ -58,7 +60,7 @@ def test_the_size_cap_holds_with_two_engines_writing(model_dir, tmp_path):
 def test_staging_folders_of_ended_engines_are_removed_and_live_ones_kept(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()  # its pid is free now, and no live process of this test's can reuse it before the check
-    ended, live = (tmp_path / disk_store.staging_folder_name(pid) for pid in (dead.pid, os.getpid()))
+    ended, live = (tmp_path / disk_store.staging_folder_name(pid, 0) for pid in (dead.pid, os.getpid()))
     for folder in (ended, live):
         folder.mkdir()
         (folder / "0-00").write_bytes(b"staged")
