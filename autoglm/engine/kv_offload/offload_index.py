@@ -4,8 +4,9 @@ A block the prefix cache evicts takes a host slot (a free one, else the least re
 each rank writes down to disk first); the runner copies it out before the step's forward pass overwrites the
 block. A lookup that misses the pool finds a block in a slot, or finds every rank's file of it on disk (checked
 there and then, so that a bad file is a miss, never a restore, and staged for the ranks to read into a slot), and
-the runner copies the slot into a fresh block, again before the forward pass. A slot that a step's copies or an admission's lookup will read or write is pinned until that step's
-plan is built: no other block takes it meanwhile.
+the runner copies the slot into a fresh block, again before the forward pass. A slot that a step's copies or an
+admission's lookup will read or write is pinned until that step's plan is built: no other block takes it
+meanwhile.
 
 The host tier is inclusive: a restored block keeps its slot, so evicting it again copies nothing.
 """
