@@ -61,6 +61,8 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
         disks = [DiskBlockStore(directory, cache.kv_disk_bytes, identity.header, staging) for identity in identities]
         remove_stale_staging(directory)
         area.disk = SlotDisk(disks[own_rank], area.slot_bytes)
+        if parts.workers is not None:
+            parts.workers.allow_for_stop_writes(area.num_bytes)  # each worker writes its host tier down as it stops
     logger.info("KV tiers: host memory of %d blocks (%.2f MiB, %s)%s", num_slots, area.num_bytes / 2**20,
                 "a mapped file" if area.device.type == "cpu" else "pinned",
                 "" if not disks else f", then disk at {disks[own_rank].directory} capped at "

@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 # How long a stopped worker may take to leave before it is killed.
 STOP_GRACE_S = 10.0
+# The slowest a stopping worker is expected to write its host KV tier down to disk (kv_disk_path).
+SLOWEST_DISK_BYTES_PER_S = 100 * 2**20
 # How long a failed step waits for the worker behind it to exit, to name it.
 EXIT_NOTICE_S = 1.0
 # How often a start looks for a worker that died before joining.
@@ -61,6 +63,7 @@ class WorkerGroup:
         self._lock = threading.Lock()
         self._closing = False
         self._ready = False  # every worker has its runner and waits for plans
+        self._stop_grace_s = STOP_GRACE_S
         self._wake_watcher, self._watcher_woken = multiprocessing.Pipe()
         self._watcher = threading.Thread(target=self._watch, name="autoglm-tp-watch", daemon=True)
 
@@ -143,6 +146,11 @@ class WorkerGroup:
             raise self.broken_by(error) from error
         self._ready = True
 
+    def allow_for_stop_writes(self, num_bytes: int) -> None:
+        """Give each worker, once told to stop, the time to write ``num_bytes`` (its host KV tier) down to disk
+        before it is ended."""
+        self._stop_grace_s = STOP_GRACE_S + num_bytes / SLOWEST_DISK_BYTES_PER_S
+
     def send(self, plan: StepPlan) -> None:
         if self._broken is not None:
             raise EngineBrokenError(self._broken)
@@ -176,7 +184,7 @@ class WorkerGroup:
             except RuntimeError as error:  # a worker died this moment; it is killed below anyway
                 logger.warning("stopping the tensor-parallel workers: %s", error)
         for process in self._processes:
-            process.join(STOP_GRACE_S)
+            process.join(self._stop_grace_s)
         for lifeline in self._lifelines:
             lifeline.close()  # a worker still running (stuck in a collective) ends itself now
         for process in self._processes:
