@@ -39,7 +39,7 @@ SOURCES = (
     KernelSource("bf16_dot_linear.cpp", AVX512_BF16_FLAGS, "AUTOGLM_KERNELS_AVX512_BF16"),
     KernelSource("int8_activation_linear.cpp", AVX512_VNNI_FLAGS, "AUTOGLM_KERNELS_AVX512_VNNI"),
 )
-HEADERS = ("cpu_kernels.h", "bf16_weight_tiles.h", "exp_avx512.h")
+HEADERS = ("cpu_kernels.h", "bf16_weight_tiles.h", "exp_avx512.h", "bf16_bits.h")
 
 
 def cpu_kernel_spec(cpu_flags: frozenset[str]) -> KernelSpec:

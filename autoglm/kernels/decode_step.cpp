@@ -34,21 +34,14 @@ std::pair<int64_t, int64_t> share(int64_t n, int t, int threads, int64_t align) 
   return {std::min(n, begin * align), std::min(n, end * align)};
 }
 
+#include "bf16_bits.h"
+
 inline float widen(float v) { return v; }
-inline float widen(uint16_t half) {
-  const uint32_t bits = static_cast<uint32_t>(half) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+inline float widen(uint16_t half) { return bf16_bits_to_float(half); }
 
 // float32 to the activations' dtype as PyTorch casts: bfloat16 rounded to nearest even.
 inline void narrow(float v, float* out) { *out = v; }
-inline void narrow(float v, uint16_t* out) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  *out = v != v ? uint16_t{0x7fc0} : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
+inline void narrow(float v, uint16_t* out) { *out = float_to_bf16_bits(v); }
 
 // The buffers of one step, carved from the caller's workspace: T [rows, width] each, and float32 ones.
 template <typename T>

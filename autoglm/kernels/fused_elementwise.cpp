@@ -24,26 +24,18 @@ namespace {
 
 constexpr int64_t kParallelElements = 1 << 16;  // fewer than this per call: one thread (forking costs more)
 
-// bfloat16 values are handled as their bits, uint16_t: GCC vectorises the integer shifts that convert
-// them, not at::BFloat16's own conversions.
+// bfloat16 values are handled as their bits, uint16_t (bf16_bits.h).
+#include "bf16_bits.h"
+
 inline float to_float(float v) { return v; }
-inline float to_float(uint16_t half) {
-  const uint32_t bits = static_cast<uint32_t>(half) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+inline float to_float(uint16_t half) { return bf16_bits_to_float(half); }
 
 template <typename T>
 inline T from_float(float v);
 template <>
 inline float from_float<float>(float v) { return v; }
 template <>
-inline uint16_t from_float<uint16_t>(float v) {  // round to nearest even, as PyTorch casts
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return v != v ? uint16_t{0x7fc0} : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
+inline uint16_t from_float<uint16_t>(float v) { return float_to_bf16_bits(v); }
 
 // What PyTorch computes for `a op b` on two T tensors: the float result, rounded to T.
 template <typename T>
