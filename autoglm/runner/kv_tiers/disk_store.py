@@ -77,6 +77,7 @@ class DiskBlockStore:
         self.bytes_read = 0
         self.bytes_stored = 0  # as of the latest listing
         self.num_dropped = 0  # files refused on read
+        self._warned_staging = False
         self._sizes: dict[str, int] = {}  # every block file of the latest listing, by name
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -111,8 +112,14 @@ class DiskBlockStore:
         try:
             self.staging.mkdir(exist_ok=True)
             os.link(path, self._staged(key, sequence))
-        except OSError:
-            return False  # removed since it was read, or no link can be made here: a miss
+        except FileNotFoundError:
+            return False  # removed since it was read: a miss
+        except OSError as error:
+            if not self._warned_staging:
+                logger.warning("KV disk tier %s cannot stage block files (%s): every lookup there misses; a folder "
+                               "on a file system with hard links serves", self.directory, error)
+                self._warned_staging = True
+            return False
         self.bytes_read += len(data)
         try:
             os.utime(path)  # most recently used now

@@ -66,3 +66,23 @@ def test_staging_folders_of_ended_engines_are_removed_and_live_ones_kept(tmp_pat
         (folder / "0-00").write_bytes(b"staged")
     disk_store.remove_stale_staging(tmp_path)
     assert not ended.exists() and live.exists()
+
+
+def test_a_folder_without_hard_links_misses_with_one_warning_and_serving_goes_on(model_dir, tmp_path, caplog,
+                                                                                  monkeypatch):
+    def no_links(source, target):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    folder = tmp_path / "blocks"
+    writer = tiered_llm(model_dir, host_blocks=64, disk_path=folder).engine
+    first_turn_then_other_work(writer)
+    writer.close()
+    monkeypatch.setattr(disk_store.os, "link", no_links)
+    reader = tiered_llm(model_dir, host_blocks=64, disk_path=folder).engine
+    with caplog.at_level(logging.WARNING, logger="autoglm"):
+        _, num_cached = run_alone(reader, SECOND_TURN)
+        key = reader.kv_offload.disk.key(b"any block")
+        reader.kv_offload.disk.write(key, b"a payload")
+        assert not reader.kv_offload.disk.stage(key, sequence=1)  # a second file that cannot be staged
+    assert num_cached == 0 and tier(reader, "disk").hits == 0
+    assert len([record for record in caplog.records if "cannot stage" in record.getMessage()]) == 1
