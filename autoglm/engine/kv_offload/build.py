@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autoglm.config import EngineConfig
 from autoglm.engine.kv_offload.offload_index import KVOffload
-from autoglm.engine.kv_offload.tier_identity import rank_identity
+from autoglm.engine.kv_offload.tier_identity import checksum_words, rank_identity
 from autoglm.engine.pipeline_parallel.layout import RankLayout
 from autoglm.engine.setup import EngineParts
 from autoglm.engine.tensor_parallel.parallel_runner import GroupRunner
@@ -56,8 +56,8 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
         engine_number = next(_engine_numbers)
         staging = staging_folder_name(os.getpid(), engine_number)
         if parts.workers is not None:  # each worker keeps its own files and reads those this engine stages
-            parts.workers.share(os.getpid())
-            parts.workers.share(engine_number)
+            for value in (os.getpid(), engine_number, *checksum_words(checksum)):
+                parts.workers.share(value)
         disks = [DiskBlockStore(directory, cache.kv_disk_bytes, identity.header, staging) for identity in identities]
         remove_stale_staging(directory)
         area.disk = SlotDisk(disks[own_rank], area.slot_bytes)

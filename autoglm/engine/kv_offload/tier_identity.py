@@ -15,6 +15,8 @@ import torch
 from autoglm.config import EngineConfig
 from autoglm.runner.kv_tiers.block_file import block_key
 
+CHECKSUM_WORDS = 4  # a SHA-256 as the signed 64-bit words an engine hands its workers one at a time
+
 
 @dataclass(frozen=True)
 class TierIdentity:
@@ -50,3 +52,14 @@ def rank_identity(config: EngineConfig, dtype: torch.dtype, model_checksum: str,
         tensor_parallel_size=parallel.tensor_parallel_size, pipeline_stage=stage,
         pipeline_parallel_size=parallel.pipeline_parallel_size,
     )
+
+
+def checksum_words(hex_digest: str) -> list[int]:
+    """The engine's weights checksum as the words it shares with its workers, which need not hash the weights
+    again."""
+    raw = bytes.fromhex(hex_digest)
+    return [int.from_bytes(raw[8 * word : 8 * (word + 1)], "little", signed=True) for word in range(CHECKSUM_WORDS)]
+
+
+def checksum_from_words(words: list[int]) -> str:
+    return b"".join(word.to_bytes(8, "little", signed=True) for word in words).hex()

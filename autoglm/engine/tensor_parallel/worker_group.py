@@ -138,7 +138,8 @@ class WorkerGroup:
 
     def share(self, value: int) -> None:
         """Hand the workers a value they wait for while starting: the number of KV blocks, then (with
-        kv_offload_bytes) the host KV tier's slots."""
+        kv_offload_bytes) the host KV tier's slots, then (with kv_disk_path) what names the engine's staged
+        block files and the weights' checksum."""
         assert self._channel is not None
         try:
             self._channel.share(value)
