@@ -67,7 +67,7 @@ def build_kv_offload(config: EngineConfig, parts: EngineParts) -> KVOffload | No
                 "a mapped file" if area.device.type == "cpu" else "pinned",
                 "" if not disks else f", then disk at {disks[own_rank].directory} capped at "
                 f"{cache.kv_disk_bytes / 2**20:.2f} MiB (model checksum {checksum[:12]})")
-    return KVOffload(area, disks, identities, own_rank)
+    return KVOffload(area, disks, identities[own_rank], own_rank)
 
 
 def _refusal(config: EngineConfig, block_bytes: int, num_slots: int, file_bytes: int) -> str | None:

@@ -26,15 +26,14 @@ from autoglm.step_plan import KVTransfers
 class KVOffload:
     """The engine's side of the tiers below the pool (see :class:`~autoglm.engine.sched.block_manager.LowerTiers`)."""
 
-    def __init__(self, area: HostBlockArea, disks: list[DiskBlockStore], identities: list[TierIdentity],
+    def __init__(self, area: HostBlockArea, disks: list[DiskBlockStore], identity: TierIdentity,
                  own_rank: int) -> None:
-        """``disks`` and ``identities``: every rank's, in rank order (no disks: no disk tier); ``own_rank``: the
-        engine's process's, whose host tier ``area`` is."""
+        """``disks``: every rank's block files, in rank order (none: no disk tier); ``own_rank``: the engine's
+        process's, whose host tier ``area`` is and whose blocks ``identity`` names."""
         self.area = area
         self.disks = disks
-        self.identities = identities
         self.disk = disks[own_rank] if disks else None  # this process's files
-        self.identity = identities[own_rank]
+        self.identity = identity
         self._slots: OrderedDict[bytes, int] = OrderedDict()  # block hash -> slot, least recently used first
         self._free_slots = list(range(area.num_slots - 1, -1, -1))
         self._pinned: set[int] = set()

@@ -24,15 +24,16 @@ class SlotDisk:
         self._unwritten[slot] = block_hash
 
     def take_unwritten(self, slot: int) -> bytes | None:
-        """The hash of the block in ``slot`` that the disk lacks, which the caller writes now; None if none."""
-        return self._unwritten.pop(slot, None)
+        """The hash of the block in ``slot`` that the disk lacks, which the caller reads out and writes now; None if
+        none, or if the disk can no longer be written (then nothing need be read)."""
+        block_hash = self._unwritten.pop(slot, None)
+        return block_hash if self.store.writable else None
 
     def unwritten_slots(self) -> list[int]:
         return list(self._unwritten)
 
     def write(self, block_hash: bytes, payload: bytes) -> None:
-        if self.store.writable:
-            self.store.write(self.store.key(block_hash), payload)
+        self.store.write(self.store.key(block_hash), payload)
 
     def staged_payload(self, sequence: int, block_hash: bytes) -> bytes:
         """The bytes of the block the engine staged under ``sequence`` (its file is on disk already)."""
