@@ -12,7 +12,6 @@ import atexit
 import importlib.util
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,12 +22,13 @@ from types import ModuleType
 import autoglm
 from autoglm.kernels.build_estimate import estimated_build_seconds
 from autoglm.kernels.kernel_spec import KernelSpec
+from autoglm.kernels.process_tree import kill_descendants
 
 logger = logging.getLogger(__name__)
 
 # How long a builder waits for another live process building the same folder before giving up.
 LOCK_TIMEOUT_S = 900.0
-TERMINATE_WAIT_S = 30.0  # a bound on the child killing its compilers before it is killed with its group alone
+TERMINATE_WAIT_S = 30.0  # a bound on the child killing its compilers before this process kills them and it
 
 
 class BackgroundBuild:
@@ -84,8 +84,9 @@ class BackgroundBuild:
             self._process.terminate()  # the child kills every process of its build, then itself
             try:
                 self._process.wait(TERMINATE_WAIT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
+            except subprocess.TimeoutExpired:  # still a subreaper: every process of its build is below it
+                kill_descendants(self._process.pid)
+                self._process.kill()
                 self._process.wait()
 
     def _follow(self, started: float) -> None:

@@ -6,9 +6,16 @@ the next builder deletes. It ends itself and every compiler of its build (a subr
 them all; see ``process_tree``) on SIGTERM, or once its parent is gone: the parent holds the
 write end of its stdin, which reads end-of-file however the parent ended, and the kernel sends
 SIGHUP when the parent dies.
+
+Python runs signal handlers on the main thread only, and the kernel may hand a signal to any
+thread; a main thread blocked reading the build tool's output would run the handler only when the
+tool next printed, which a stalled compile never does. So the build runs on a thread of its own
+and the main thread only waits for it, waking often enough to run a handler promptly, and every
+ending (a signal, end-of-file on stdin) is carried out there.
 """
 from __future__ import annotations
 
+import _thread
 import argparse
 import logging
 import os
@@ -58,22 +65,13 @@ def _compile(spec: KernelSpec, folder: Path) -> None:
          extra_ldflags=list(spec.ldflags), build_directory=str(folder))
 
 
-_ending = threading.Event()  # set once a thread has begun killing the build
+SIGNAL_POLL_S = 0.2  # how soon the main thread runs a handler for a signal the kernel gave another thread
 
 
 def _end_build() -> None:
-    """Kill every process of this build, then this one."""
-    _ending.set()
-    kill_descendants()
+    """Kill every process of this build, then this one (on the main thread: no other can return meanwhile)."""
+    kill_descendants(os.getpid())
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _wait_for_the_ending() -> None:
-    """Block while another thread ends the build. Its kills make the main thread's build fail at once;
-    were the main thread to return then, the interpreter would stop the ending thread midway and leave the
-    compilers it had not yet reached running, orphaned. The ending thread kills this process."""
-    while _ending.is_set():
-        time.sleep(1.0)
 
 
 def _end_with_parent() -> None:
@@ -87,12 +85,29 @@ def _end_with_parent() -> None:
     def watch() -> None:
         while os.read(sys.stdin.fileno(), 4096):  # unbuffered: a daemon thread must not hold Python's buffer lock
             pass
-        _end_build()
+        _thread.interrupt_main(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, lambda signum, frame: _end_build())
     signal.signal(signal.SIGHUP, on_hangup)
     become_subreaper(signal.SIGHUP)
-    threading.Thread(target=watch, daemon=True).start()
+    threading.Thread(target=watch, daemon=True, name="watch parent").start()
+
+
+def _build_on_a_thread(spec: KernelSpec, root: Path, lock_timeout_s: float) -> BaseException | None:
+    """Run ``build`` on another thread while this one waits to run signal handlers; what it raised, if anything."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            build(spec, root, lock_timeout_s)
+        except BaseException as error:  # handed to the main thread, which decides
+            raised.append(error)
+
+    builder = threading.Thread(target=run, daemon=True, name="build")
+    builder.start()
+    while builder.is_alive():
+        builder.join(SIGNAL_POLL_S)
+    return raised[0] if raised else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,13 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)  # the parent relays it
     _end_with_parent()
-    try:
-        build(KernelSpec.from_json(args.spec), args.root, args.lock_timeout_s)
-    except (LockTimeout, OSError, RuntimeError, ImportError) as error:  # a live holder, no toolchain, a failed build
+    error = _build_on_a_thread(KernelSpec.from_json(args.spec), args.root, args.lock_timeout_s)
+    if isinstance(error, (LockTimeout, OSError, RuntimeError, ImportError)):  # a live holder, no toolchain, a failed build
         print(error, file=sys.stderr)
         return 1
-    finally:
-        _wait_for_the_ending()
+    if error is not None:
+        raise error
     return 0
 
 

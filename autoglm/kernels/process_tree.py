@@ -55,10 +55,11 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_descendants() -> None:
-    """SIGKILL every process below this one, walking again until none is left (or the bound passes)."""
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below ``pid``, walking again until none is left (or the bound passes). Orphans
+    stay below ``pid`` only while it lives and is a subreaper (see ``become_subreaper``)."""
     deadline = time.monotonic() + KILL_ROUNDS_S
-    while (found := descendants(os.getpid())) and time.monotonic() < deadline:
+    while (found := descendants(pid)) and time.monotonic() < deadline:
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -1,10 +1,12 @@
-"""No compiler outlives the process that started the build: killed with -9, or exiting through terminate().
+"""No compiler outlives the process that started the build: killed with -9, or exiting through terminate(), or
+whichever thread of the build child the kernel hands the stop signal to.
 
 Each test starts a real build of the CPU kernels into its own cache, waits until a compiler of
 it runs, ends the build's starter, and then finds no process left working in the build folder.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -76,13 +78,36 @@ def test_killing_the_starter_with_sigkill_ends_every_compiler_of_its_build(tmp_p
     assert not CPU_KERNELS.library(root).exists()
 
 
-def test_terminate_at_exit_ends_every_compiler_of_the_build(tmp_path):
-    root = tmp_path / "cache"
+def build_compiling(root: Path) -> BackgroundBuild:
+    """A build of the CPU kernels into ``root``, once a compiler of it runs (ended if none ever does)."""
     build = BackgroundBuild(CPU_KERNELS, root)
     build.start()
     try:
         wait_until(lambda: compiling(root), "a compiler of the build runs")
-    finally:
-        build.terminate()  # what the exit handler runs
+    except BaseException:
+        build.terminate()
+        raise
+    return build
+
+
+def test_terminate_at_exit_ends_every_compiler_of_the_build(tmp_path):
+    root = tmp_path / "cache"
+    build = build_compiling(root)
+    build.terminate()  # what the exit handler runs
     assert none_left_within_bound(root) == []
     assert is_gone(build.child_pid) and build.wait(0) is None
+
+
+def test_a_stop_signal_handed_to_a_thread_other_than_the_main_one_ends_the_build(tmp_path):
+    """Python runs handlers on the main thread only; one blocked until the compiler prints would never run it."""
+    root = tmp_path / "cache"
+    build = build_compiling(root)
+    try:
+        child = build.child_pid
+        others = sorted(int(task.name) for task in Path(f"/proc/{child}/task").iterdir() if int(task.name) != child)
+        assert others, "the build child runs the build on a thread besides the main one"
+        assert ctypes.CDLL(None, use_errno=True).tgkill(child, others[-1], signal.SIGTERM) == 0
+        assert none_left_within_bound(root) == []
+        wait_until(lambda: is_gone(child), "the build child ended")
+    finally:
+        build.terminate()
