@@ -357,7 +357,8 @@ class AutoGLMConfig(BaseModel):
         1, ge=1,
         description=(
             "Processes the model is split across, one rank each (this one and N-1 workers it starts), joined by "
-            "torch.distributed; on an accelerator, one device per rank. Must divide the model's attention heads."
+            "torch.distributed; on an accelerator, one device per rank. Must divide the model's attention heads. A "
+            "vision encoder runs whole on every rank, each encoding the step's images."
         ),
         json_schema_extra=_DEVICE,
     )
@@ -367,8 +368,8 @@ class AutoGLMConfig(BaseModel):
             "Pipeline stages the decoder's layers are split into, in contiguous runs (the first stages take one more "
             "where the stages do not divide the layers), each on tensor_parallel_size ranks of its own; this process "
             "is the last stage, which samples. Each stage loads and caches its own layers only, and the engine keeps "
-            "one batch per stage in flight. At most the model's layer count; not with speculative decoding or a "
-            "model that takes images."
+            "one batch per stage in flight. At most the model's layer count; not with speculative decoding or LoRA "
+            "adapters. A vision encoder runs on the first stage, which embeds the tokens."
         ),
         json_schema_extra=_DEVICE,
     )

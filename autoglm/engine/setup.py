@@ -144,17 +144,13 @@ def _parallel_runner(runner: ModelRunner, workers: WorkerGroup | None,
 
 def check_tensor_parallel_split(config: EngineConfig) -> None:
     """A ValueError naming the model's dimension that tensor_parallel_size does not divide (or the experts it cannot
-    share out under enable_expert_parallel), or refusing a vision-language model (its ranks would each need the
-    step's image rows, which no worker receives yet), read from the checkpoint's config alone, so that a command
-    can refuse the settings before it starts anything."""
+    share out under enable_expert_parallel), read from the checkpoint's config alone, so that a command can refuse
+    the settings before it starts anything."""
     size = config.parallel.tensor_parallel_size
     if config.parallel.pipeline_parallel_size > 1:
         check_pipeline_split(config, ModelConfig.from_pretrained(resolve_model_path(config.model.model)))
     if size > 1:
         model_config = ModelConfig.from_pretrained(resolve_model_path(config.model.model))
-        if model_config.vision is not None:
-            raise ValueError(f"{model_config.architecture} takes images, which run on one device only: "
-                             f"tensor_parallel_size must be 1, got {size}")
         partition_model(model_config, 0, size, config.parallel.enable_expert_parallel)
 
 

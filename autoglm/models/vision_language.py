@@ -18,6 +18,7 @@ from autoglm.models.image_embeddings import ImageEmbeddings
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
 from autoglm.models.mrope import MROPE_AXES, MultimodalRotaryEmbedding
+from autoglm.models.pipeline_stage import OnAnotherStage
 from autoglm.models.vision_towers import vision_tower_config
 from autoglm.models.vision_weights import VISION_PREFIXES, vision_tower_weights
 from autoglm.multimodal import ImageInput
@@ -40,7 +41,14 @@ class VisionLanguageModel(DecoderForCausalLM):
         self.model.rotary_emb = MultimodalRotaryEmbedding(config, interleaved=spec.interleaved_rotary,
                                                           mrope_section=config.rope.mrope_section)
         self.vision_config = vision_tower_config(config.architecture, config.vision.vision_config)
-        self.visual = encoder_class(self.vision_config, linear_methods.layers)
+        # The first pipeline stage embeds the tokens, so it alone puts image rows among them.
+        self.visual = (encoder_class(self.vision_config, linear_methods.layers) if self.encodes_images
+                       else OnAnotherStage())
+
+    @property
+    def encodes_images(self) -> bool:
+        """Whether this process holds the encoder: everywhere but on a pipeline stage after the first."""
+        return self.model.parts.first
 
     def enable_native_decode(self, max_rows: int) -> None:
         """Never: the native decode step turns 1-D positions only, so every step runs layer by layer."""
@@ -55,6 +63,8 @@ class VisionLanguageModel(DecoderForCausalLM):
                              f"{tuple(input_ids.shape)} and {tuple(positions.shape)}")
         if positions.dim() == 1:
             positions = positions.expand(MROPE_AXES, -1)
+        if not self.encodes_images:  # a later pipeline stage: its input is the stage before's stream
+            return self.model(input_ids, positions)
         embeddings = self.model.embed_tokens(input_ids)
         if images is not None:
             embeddings = embeddings.index_copy(0, images.token_indices, images.rows.to(embeddings.dtype))

@@ -52,7 +52,8 @@ class ModelRunner:
         self.padded_decode = PaddedDecode(model, self.forward_context, padded_decode, num_blocks, block_size,
                                           device) if padded_decode else None
         # A vision-language model's encoded images, kept between the steps that read them.
-        self.encoder_cache = EncoderCache(model.encode_images, device) if hasattr(model, "encode_images") else None
+        self.encoder_cache = (EncoderCache(model.encode_images, device) if getattr(model, "encodes_images", False)
+                              else None)
         # A model with LoRA slots (see models.lora.enable_lora): the plan says which adapter each row runs with.
         self.lora: LoRASlots | None = getattr(model, "lora", None)
         self.sampler = Sampler()

@@ -243,9 +243,22 @@ def test_a_text_model_refuses_images(references):
         PromptVision.build(references["one"].prompt.token_ids, references["one"].prompt.multi_modal, None)
 
 
-def test_tensor_parallelism_is_refused_for_a_vision_model(folder):
-    with pytest.raises(ValueError, match="tensor_parallel_size must be 1, got 2"):
-        LLM(model=str(folder), dtype="float32", tensor_parallel_size=2)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("parallelism", [{"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}],
+                         ids=["tp2", "pp2"])
+def test_two_ranks_equal_transformers(folder, references, parallelism):
+    """Tensor-parallel ranks each encode the step's images (the encoder whole on every rank) and hold half the
+    decoder; of two pipeline stages the first holds the encoder and the embedding, and both turn by the
+    three-axis positions. Chunked, so that an image's rows and its prompt's positions span steps."""
+    parallel = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
+                   max_num_batched_tokens=5, **parallelism)
+    try:
+        names = ["one", "two", "text"]
+        for name, output in zip(names, run(parallel, [references[name].prompt for name in names])):
+            assert_matches(output.outputs[0], references[name])
+        assert_matches(run(parallel, [references["one"].prompt])[0].outputs[0], references["one"])  # a prefix hit
+    finally:
+        parallel.close()
 
 
 def test_config_reads_the_decoder_from_text_config(folder):

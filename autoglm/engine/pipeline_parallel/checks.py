@@ -11,9 +11,6 @@ def check_pipeline_split(config: EngineConfig, model_config: ModelConfig) -> Non
     stages = config.parallel.pipeline_parallel_size
     if stages == 1:
         return
-    if model_config.vision is not None:
-        raise ValueError(f"{model_config.architecture} takes images, whose encoder runs on one device only: "
-                         f"pipeline_parallel_size must be 1, got {stages}")
     if config.speculative is not None:
         raise ValueError(f"speculative decoding (method '{config.speculative.method}') proposes from each token "
                          f"before the next step, which leaves the pipeline's stages idle: it needs "

@@ -3,8 +3,10 @@
 A fixed-size header says what follows and how long it is; the payload then holds every field of
 the :class:`~autoglm.step_plan.StepPlan`: its tensors as they are, its lists, and its rows'
 sampling settings column by column (floats as the bits of float64, so they come back exactly), the
-token bitmask, if any, the rows' LoRA slots and the adapters to install (by name, id and folder: a worker reads
-an adapter's files itself), and the KV blocks to move to and from the host tier, if any.
+token bitmask, if any, a vision step's three-axis positions, images to encode (their patches as the bits
+of float32, two to an int64) and where their rows go, the rows' LoRA slots and the adapters to install (by name,
+id and folder: a worker reads an adapter's files itself), and the KV blocks to move to and from the host tier,
+if any.
 No Python object is pickled: a worker reads numbers it knows how to place.
 """
 from __future__ import annotations
@@ -15,7 +17,8 @@ from enum import IntEnum
 import torch
 
 from autoglm.lora_request import LoRARequest
-from autoglm.step_plan import AdapterLoad, KVTransfers, PromptScoring, RowSampling, StepPlan
+from autoglm.multimodal import ImageInput
+from autoglm.step_plan import AdapterLoad, ImageRows, KVTransfers, PromptScoring, RowSampling, StepPlan
 
 _UINT64 = 2**64
 
@@ -73,6 +76,13 @@ class _Writer:
     def floats(self, values: list[float]) -> None:
         self.parts.append(torch.tensor(values, dtype=torch.float64).view(torch.long))
 
+    def float32s(self, values: torch.Tensor) -> None:
+        """The bits of float32 values, two to an int64 (the last padded)."""
+        bits = values.reshape(-1).to(torch.float32).view(torch.int32)
+        if bits.numel() % 2:
+            bits = torch.cat([bits, bits.new_zeros(1)])
+        self.parts.append(bits.view(torch.long))
+
     def ragged(self, lists: list[list[int]]) -> None:
         """Each list's length, then every list's values."""
         self.ints([len(values) for values in lists])
@@ -97,6 +107,9 @@ class _Reader:
 
     def floats(self, count: int) -> list[float]:
         return self.tensor(count).view(torch.float64).tolist()
+
+    def float32s(self, count: int) -> torch.Tensor:
+        return self.tensor((count + 1) // 2).view(torch.int32)[:count].view(torch.float32)
 
     def ragged(self, count: int) -> list[list[int]]:
         lengths = self.ints(count)
@@ -139,6 +152,7 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     out.ints([0 if bitmask is None else bitmask.shape[1]])
     if bitmask is not None:
         out.tensor(bitmask)
+    _write_images(out, plan)
     out.ints([len(plan.lora_slots)])
     out.ints(plan.lora_slots)
     loads = plan.lora_loads
@@ -155,6 +169,47 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
     header = Header(MessageKind.STEP, int(payload.numel()), plan.num_tokens, num_rows, max_blocks, plan.block_size,
                     int(plan.use_cpu_kernels))
     return header.to_tensor(), payload
+
+
+def _write_images(out: _Writer, plan: StepPlan) -> None:
+    """A vision step's positions, images and rows; three zeros for a step without images."""
+    out.ints([int(plan.mrope_positions is not None)])
+    if plan.mrope_positions is not None:
+        out.tensor(plan.mrope_positions)
+    images = plan.encode_images
+    out.ints([len(images)])
+    out.ints([value for image in images for value in (*image.grid_thw, *image.pixel_values.shape)])
+    out.ragged([list(image.content_hash) for image in images])
+    for image in images:
+        out.float32s(image.pixel_values)
+    rows = plan.image_rows
+    out.ints([len(rows)])
+    out.ints([value for row in rows for value in (row.token_index, row.first_row, row.num_rows)])
+    out.ragged([list(row.key) for row in rows])
+    out.ints([len(plan.drop_images)])
+    out.ragged([list(key) for key in plan.drop_images])
+
+
+def _read_images(read: _Reader, num_tokens: int) -> dict[str, object]:
+    """The StepPlan fields :func:`_write_images` wrote."""
+    (has_mrope,) = read.ints(1)
+    mrope_positions = read.tensor(3 * num_tokens).reshape(3, num_tokens) if has_mrope else None
+    (num_images,) = read.ints(1)
+    sizes = read.ints(5 * num_images)
+    hashes = read.ragged(num_images)
+    images = []
+    for index in range(num_images):
+        t, h, w, patches, features = sizes[5 * index : 5 * index + 5]
+        pixel_values = read.float32s(patches * features).reshape(patches, features)
+        images.append(ImageInput(pixel_values, (t, h, w), bytes(hashes[index])))
+    (num_rows,) = read.ints(1)
+    row_ints = read.ints(3 * num_rows)
+    keys = read.ragged(num_rows)
+    rows = [ImageRows(row_ints[3 * i], bytes(keys[i]), row_ints[3 * i + 1], row_ints[3 * i + 2])
+            for i in range(num_rows)]
+    (num_drops,) = read.ints(1)
+    drops = [bytes(key) for key in read.ragged(num_drops)]
+    return {"mrope_positions": mrope_positions, "encode_images": images, "image_rows": rows, "drop_images": drops}
 
 
 def _read_transfers(read: _Reader) -> KVTransfers:
@@ -210,6 +265,7 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
     token_bitmask = None
     if bitmask_width:
         token_bitmask = read.tensor(num_sampled * bitmask_width).to(torch.int32).reshape(num_sampled, bitmask_width)
+    images = _read_images(read, num_tokens)
     (num_lora_rows,) = read.ints(1)
     lora_slots = read.ints(num_lora_rows)
     (num_loads,) = read.ints(1)
@@ -224,4 +280,4 @@ def decode_plan(header: Header, payload: torch.Tensor) -> StepPlan:
                     sample_tokens=sample_tokens, sampling=sampling, prompt_scoring=scoring,
                     deferred_positions=deferred_positions, deferred_sources=deferred_sources,
                     token_bitmask=token_bitmask, use_cpu_kernels=bool(header.use_cpu_kernels),
-                    lora_slots=lora_slots, lora_loads=lora_loads, kv_transfers=kv_transfers)
+                    lora_slots=lora_slots, lora_loads=lora_loads, kv_transfers=kv_transfers, **images)

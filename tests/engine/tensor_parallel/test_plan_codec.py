@@ -6,7 +6,8 @@ import dataclasses
 import torch
 
 from autoglm.engine.tensor_parallel.plan_codec import Header, MessageKind, decode_plan, encode_plan
-from autoglm.step_plan import KVTransfers, PromptScoring, RowSampling, StepPlan
+from autoglm.multimodal import ImageInput
+from autoglm.step_plan import ImageRows, KVTransfers, PromptScoring, RowSampling, StepPlan
 
 # Every field away from its default, floats that have no short binary form, a seed past int64.
 EVERY_SETTING = RowSampling(
@@ -29,6 +30,13 @@ def a_plan() -> StepPlan:
         kv_transfers=KVTransfers(save_blocks=[3], save_slots=[0], save_hashes=[bytes(range(250, 256)) + b"\0"],
                                  disk_read_slots=[2, 3], disk_read_sequences=[9, 10], disk_read_hashes=[b"a", b""],
                                  restore_slots=[1, 0], restore_blocks=[4, 6]),
+        mrope_positions=torch.tensor([[4, 0, 1, 1, 3], [4, 0, 1, 2, 3], [4, 0, 2, 1, 3]]),
+        # An odd number of patch values (the last int64 is half padding), and floats with no short form.
+        encode_images=[ImageInput(torch.tensor([[0.1, -0.0, 1e-40], [float("inf"), -2.5, 3.0e38]]), (1, 1, 2),
+                                  b"\xff\0image"),
+                       ImageInput(torch.tensor([[0.3]]), (1, 1, 1), b"")],
+        image_rows=[ImageRows(token_index=2, key=b"\xff\0image", first_row=0, num_rows=2)],
+        drop_images=[b"old", b"\0"],
     )
 
 
@@ -37,6 +45,11 @@ def assert_same_plan(decoded: StepPlan, plan: StepPlan) -> None:
         mine, theirs = getattr(decoded, field.name), getattr(plan, field.name)
         if isinstance(theirs, torch.Tensor):
             assert torch.equal(mine, theirs) and mine.dtype == theirs.dtype, field.name
+        elif field.name == "encode_images":  # images compare by identity: their parts must be equal bit for bit
+            assert [(image.grid_thw, image.content_hash, image.pixel_values.shape) for image in mine] == [
+                (image.grid_thw, image.content_hash, image.pixel_values.shape) for image in theirs]
+            assert all(torch.equal(a.pixel_values.view(torch.int32), b.pixel_values.view(torch.int32))
+                       for a, b in zip(mine, theirs))
         else:
             assert mine == theirs, field.name
 
@@ -52,7 +65,8 @@ def test_every_field_of_a_plan_comes_back_exactly():
 
 def test_a_plan_that_samples_nothing_and_the_stop_message():
     plan = dataclasses.replace(a_plan(), sample_tokens=[], sampling=[], prompt_scoring=[], deferred_positions=[],
-                               deferred_sources=[], token_bitmask=None, kv_transfers=None)
+                               deferred_sources=[], token_bitmask=None, kv_transfers=None, mrope_positions=None,
+                               encode_images=[], image_rows=[], drop_images=[])
     header, payload = encode_plan(plan)
     assert_same_plan(decode_plan(Header.from_tensor(header), payload), plan)
     assert Header.from_tensor(Header(MessageKind.STOP).to_tensor()).kind is MessageKind.STOP
