@@ -756,7 +756,8 @@ class AutoGLMConfig(BaseModel):
         description=(
             "The image processor's resizing bounds, as a mapping or its JSON text: {\"min_pixels\": N, "
             "\"max_pixels\": N}, the area an image is scaled into before it is cut into patches (a request's own "
-            "mm_processor_kwargs replace them); empty: the checkpoint's preprocessor_config.json."
+            "mm_processor_kwargs replace them, max_pixels only downwards); empty: the checkpoint's "
+            "preprocessor_config.json."
         ),
         json_schema_extra={**_MEDIA, "metavar": "JSON"},
     )

@@ -28,8 +28,14 @@ class ImagePreprocessor:
         self._bounds = {"min_pixels": size.shortest_edge, "max_pixels": size.longest_edge, **server_kwargs}
 
     def bounds(self, request_kwargs: Mapping[str, int]) -> dict[str, int]:
-        """The resizing bounds one request's images get: its own mm_processor_kwargs over the server's."""
+        """The resizing bounds one request's images get: its own mm_processor_kwargs over the server's. The server's
+        max_pixels is a ceiling: the encoder's work grows with the square of an image's patches, and one request's
+        image would hold up every stream's step while it is encoded."""
         bounds = {**self._bounds, **request_kwargs}
+        if bounds["max_pixels"] > self._bounds["max_pixels"]:
+            raise InvalidRequestError(f"max_pixels ({bounds['max_pixels']}) may be at most the server's "
+                                      f"{self._bounds['max_pixels']}: a request may lower it, not raise it (the "
+                                      "server's mm_processor_kwargs setting raises it for everyone)")
         if bounds["min_pixels"] > bounds["max_pixels"]:
             raise InvalidRequestError(f"min_pixels ({bounds['min_pixels']}) must be at most max_pixels "
                              f"({bounds['max_pixels']}); the server's bounds, which the request's replace, are {self._bounds}")

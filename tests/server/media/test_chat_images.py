@@ -124,6 +124,8 @@ def test_the_response_cache_keys_images_by_content_not_by_url(reading):
     ([user_turn(SHOT, text="<|image|>")], {}, "messages", "must not spell the model's image token"),
     ([user_turn(SHOT)], {"mm_processor_kwargs": {"min_pixels": 10_000_000}}, "mm_processor_kwargs",
      "min_pixels (10000000) must be at most max_pixels (9633792)"),
+    ([user_turn(SHOT)], {"mm_processor_kwargs": {"max_pixels": 9633793}}, "mm_processor_kwargs",
+     "max_pixels (9633793) may be at most the server's 9633792: a request may lower it, not raise it"),
 ])
 def test_what_cannot_be_read_is_400_naming_it(reading, messages, kwargs, param, words):
     with pytest.raises(APIError) as caught:
