@@ -36,6 +36,7 @@ ONE_IMAGE = "look {image} now"
 TWO_IMAGES = "one {image} two {image} three"
 LONG_AFTER = "see {image} and tell me what it shows in a few words"  # its image lies in full blocks
 MAX_TOKENS = 6
+SPECULATED_TOKENS = 32
 LOGPROB_TOLERANCE = 1e-4
 BLOCK_SIZE = 4
 
@@ -94,14 +95,15 @@ def llm(folder):
     return LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE)
 
 
-def generate_reference(reference, template: str, image: str, images: list[Image.Image]) -> Reference:
+def generate_reference(reference, template: str, image: str, images: list[Image.Image],
+                       max_tokens: int = MAX_TOKENS) -> Reference:
     """The prompt (``template`` with each ``{image}`` written as ``image``) as the engine takes it, and
     transformers' greedy tokens with their log-probs."""
     model, processor = reference
     text = template.format(image=image)
     inputs = processor(text=[text], images=images or None, return_tensors="pt")
     with torch.no_grad():
-        output = model.generate(**inputs, max_new_tokens=MAX_TOKENS, do_sample=False, output_logits=True,
+        output = model.generate(**inputs, max_new_tokens=max_tokens, do_sample=False, output_logits=True,
                                 return_dict_in_generate=True)
     token_ids = inputs["input_ids"][0].tolist()
     generated = output.sequences[0, len(token_ids):].tolist()
@@ -120,8 +122,8 @@ def digest(patches: torch.Tensor) -> bytes:
     return hashlib.sha256(patches.numpy().tobytes()).digest()
 
 
-def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1):
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=0, n=n)
+def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1, max_tokens: int = MAX_TOKENS):
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0, n=n)
     return llm.generate(prompts, params, use_tqdm=False)
 
 
@@ -294,3 +296,17 @@ def test_the_hub_spelling_of_multimodal_rotary_reads_as_the_default_frequencies(
                                     "image_token_id": 6, "vision_config": {}})
     assert (config.rope.rope_type, config.rope.theta, config.rope.mrope_section) == ("default", 1e6, (2, 3, 3))
     assert ImageInputSpec.of(config) == ImageInputSpec(image_token_id=6, spatial_merge_size=2, patch_features=1176)
+
+
+def test_ngram_speculation_over_images_keeps_the_tokens(folder, reference, shape):
+    """Draft tokens after an image turn by the prompt's position delta, as the tokens they stand for; long enough
+    outputs that the tiny model repeats itself, so that n-grams propose."""
+    speculating = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
+                                          "prompt_lookup_max": 2})
+    expected = [generate_reference(reference, template, shape.image, images, max_tokens=SPECULATED_TOKENS)
+                for template, images in ((ONE_IMAGE, [RED_TALL]), (TWO_IMAGES, [RED_TALL, BLUE_WIDE]))]
+    outputs = run(speculating, [entry.prompt for entry in expected], max_tokens=SPECULATED_TOKENS)
+    for output, entry in zip(outputs, expected):
+        assert_matches(output.outputs[0], entry)
+    assert speculating.engine.get_stats().spec_decode.num_draft_tokens > 0
