@@ -20,11 +20,9 @@ from autoglm.models.model_config import ModelConfig
 from autoglm.models.mrope import MROPE_AXES, MultimodalRotaryEmbedding
 from autoglm.models.pipeline_stage import OnAnotherStage
 from autoglm.models.vision_towers import vision_tower_config
-from autoglm.models.vision_weights import VISION_PREFIXES, vision_tower_weights
+from autoglm.models.vision_weights import LANGUAGE_MODEL_PREFIX, VISION_PREFIXES, vision_tower_weights
 from autoglm.multimodal import ImageInput
 
-# Transformers 5's prefix of the decoder's tensors; older checkpoints write them under "model." as the engine does.
-_LANGUAGE_MODEL_PREFIX = "model.language_model."
 _ENCODER_NAME = "visual"
 
 
@@ -95,7 +93,7 @@ class VisionLanguageModel(DecoderForCausalLM):
             if name.startswith(VISION_PREFIXES):
                 for encoder_name, encoder_tensor in self.vision_weights([(name, tensor)]):
                     yield f"{_ENCODER_NAME}.{encoder_name}", encoder_tensor
-            elif name.startswith(_LANGUAGE_MODEL_PREFIX):
-                yield "model." + name.removeprefix(_LANGUAGE_MODEL_PREFIX), tensor
+            elif name.startswith(LANGUAGE_MODEL_PREFIX):
+                yield "model." + name.removeprefix(LANGUAGE_MODEL_PREFIX), tensor
             else:
                 yield name, tensor

@@ -13,6 +13,8 @@ import torch
 from autoglm.models.vision_config import VisionTowerConfig
 
 VISION_PREFIXES = ("model.visual.", "visual.")
+# Transformers 5's prefix of a vision-language model's decoder; the engine names it ``model.`` as a text model's.
+LANGUAGE_MODEL_PREFIX = "model.language_model."
 _PATCH_EMBED_WEIGHT = "patch_embed.proj.weight"
 
 

@@ -7,9 +7,11 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
+from peft import LoraConfig, get_peft_model
 from PIL import Image
 from transformers import AutoConfig, Glm4vForConditionalGeneration, Qwen2_5_VLForConditionalGeneration
 
@@ -17,7 +19,8 @@ from autoglm import LLM
 from autoglm.bench.cli import main
 from autoglm.engine.prompt_images import PromptVision
 from autoglm.engine.tokenize import TokenizedPrompt
-from autoglm.errors import InvalidRequestError
+from autoglm.errors import InvalidRequestError, LoRAAdapterError
+from autoglm.lora_request import LoRARequest
 from autoglm.models.image_input_spec import ImageInputSpec
 from autoglm.models.linear_method import LinearMethods
 from autoglm.models.model_config import ModelConfig
@@ -38,6 +41,7 @@ LONG_AFTER = "see {image} and tell me what it shows in a few words"  # its image
 MAX_TOKENS = 6
 SPECULATED_TOKENS = 32
 LOGPROB_TOLERANCE = 1e-4
+ADAPTER_B_STD = 0.3  # PEFT starts lora_B at zero, which would change nothing
 BLOCK_SIZE = 4
 
 
@@ -310,3 +314,38 @@ def test_ngram_speculation_over_images_keeps_the_tokens(folder, reference, shape
     for output, entry in zip(outputs, expected):
         assert_matches(output.outputs[0], entry)
     assert speculating.engine.get_stats().spec_decode.num_draft_tokens > 0
+
+
+def make_language_adapter(folder: Path, shape: Shape, path: Path, targets: str | list[str]):
+    """A PEFT adapter of the checkpoint with random lora_B, saved to ``path``, and the PEFT model it came from."""
+    model = shape.reference_class.from_pretrained(folder).eval()  # its own copy: PEFT changes the model it wraps
+    peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=targets, lora_dropout=0.0))
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in peft_model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(ADAPTER_B_STD * torch.randn(parameter.shape, generator=generator))
+    peft_model.save_pretrained(path)
+    return peft_model.eval()
+
+
+def test_an_adapter_of_the_language_model_equals_peft_beside_images(folder, reference, shape, tmp_path):
+    """PEFT names a vision-language model's decoder under model.language_model.; the adapter is served on the
+    decoder as transformers + PEFT computes it, images and all. One that changes the vision encoder is refused."""
+    peft_model = make_language_adapter(folder, shape, tmp_path / "language", r".*language_model.*\.(q_proj|v_proj|"
+                                                                              r"o_proj|gate_proj|down_proj)")
+    processor = reference[1]
+    expected = [generate_reference((peft_model, processor), template, shape.image, images)
+                for template, images in ((ONE_IMAGE, [RED_TALL]), (TWO_IMAGES, [RED_TALL, BLUE_WIDE]))]
+    base = [generate_reference(reference, ONE_IMAGE, shape.image, [RED_TALL])]
+    assert expected[0].token_ids != base[0].token_ids or expected[0].logprobs != base[0].logprobs
+    served = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE, enable_lora=True,
+                 max_lora_rank=8)
+    adapter = LoRARequest("language", 1, str(tmp_path / "language"))
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=0)
+    outputs = served.generate([entry.prompt for entry in expected], params, use_tqdm=False, lora_request=adapter)
+    for output, entry in zip(outputs, expected):
+        assert_matches(output.outputs[0], entry)
+    make_language_adapter(folder, shape, tmp_path / "vision", ["q_proj", "gate_proj"])  # the encoder has gate_proj
+    with pytest.raises(LoRAAdapterError, match="changes the vision encoder, which takes no adapter here"):
+        served.engine.add_lora(LoRARequest("vision", 2, str(tmp_path / "vision")))

@@ -46,6 +46,19 @@ def test_unknown_target_module(llm, copy_of):
     assert "lm_head" in message and "allowed: q_proj" in message
 
 
+def test_target_modules_as_a_regular_expression_that_every_tensor_must_match(llm, copy_of):
+    """PEFT reads a string target_modules as a regular expression a whole module name matches."""
+    path = copy_of("attention")
+    edit_adapter_config(path, target_modules=r".*\.(q_proj|k_proj|v_proj|o_proj)")
+    llm.engine.add_lora(LoRARequest("pattern", 8, str(path)))
+    assert [adapter.lora_name for adapter in llm.engine.list_loras()] == ["pattern"]
+    llm.engine.remove_lora("pattern")
+    edit_adapter_config(path, target_modules=r".*\.q_proj")
+    assert "is not among the adapter's targets" in refused(llm, path)
+    edit_adapter_config(path, target_modules="(q_proj")
+    assert "target_modules '(q_proj' is not a regular expression" in refused(llm, path)
+
+
 def test_rank_over_max_lora_rank(llm, lora_case):
     message = refused(llm, lora_case.adapters["everything"].lora_path)  # rank 16, max 8
     assert "rank 16 is above max_lora_rank 8" in message

@@ -1,15 +1,18 @@
 """A PEFT LoRA adapter read from its folder and checked against the base model before anything is loaded.
 
 The folder holds ``adapter_config.json`` and ``adapter_model.safetensors`` whose tensors are named
-``base_model.model.<module>.lora_A.weight`` ([rank, in]) and ``...lora_B.weight`` ([out, rank]). Every refusal
-is a :class:`LoRAAdapterError` naming the adapter, what is wrong and what is allowed.
+``base_model.model.<module>.lora_A.weight`` ([rank, in]) and ``...lora_B.weight`` ([out, rank]). An adapter of
+a vision-language model names its decoder's modules under ``model.language_model.``, read here as the engine's
+``model.``; the vision encoder takes no adapter. Every refusal is a :class:`LoRAAdapterError` naming the adapter,
+what is wrong and what is allowed.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -20,6 +23,7 @@ from autoglm.errors import LoRAAdapterError, LoRAAdapterNotFoundError, quote_val
 from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
 from autoglm.models.lora.targets import TARGET_MODULES, ProjectionTarget
+from autoglm.models.vision_weights import LANGUAGE_MODEL_PREFIX, VISION_PREFIXES
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -38,7 +42,7 @@ def read_adapter(request: LoRARequest, targets: Mapping[str, ProjectionTarget], 
     settings = _read_settings(folder / CONFIG_FILE, refuse)
     rank = _rank(settings, max_rank, refuse)
     scale = _scale(settings, rank, refuse)
-    modules = _target_modules(settings, refuse)
+    targeted = _target_modules(settings, refuse)
     weights_path = folder / WEIGHTS_FILE
     if not weights_path.is_file():
         if (folder / PICKLED_WEIGHTS_FILE).is_file():
@@ -51,7 +55,7 @@ def read_adapter(request: LoRARequest, targets: Mapping[str, ProjectionTarget], 
         tensors = load_file(weights_path)
     except (SafetensorError, OSError) as error:
         raise LoRAAdapterError(refuse.message(f"{WEIGHTS_FILE} is not a readable safetensors file ({error})")) from None
-    weights = _pairs(tensors, targets, modules, rank, refuse)
+    weights = _pairs(tensors, targets, targeted, rank, refuse)
     digest = hashlib.blake2b(content, digest_size=16, person=b"autoglm-lora").digest()
     return LoRAAdapter(request, rank, scale, weights, digest)
 
@@ -108,32 +112,49 @@ def _scale(settings: dict, rank: int, refuse: _Refusal) -> float:
     return alpha / math.sqrt(rank) if settings.get("use_rslora") else alpha / rank
 
 
-def _target_modules(settings: dict, refuse: _Refusal) -> set[str]:
+def _target_modules(settings: dict, refuse: _Refusal) -> Callable[[str], bool]:
+    """Whether the adapter's config targets a module (by PEFT's name of it): a list of projection names, or a
+    regular expression a whole module name must match, as PEFT reads a string."""
     modules = settings.get("target_modules")
-    if isinstance(modules, str) or not isinstance(modules, list) or not modules:
+    if isinstance(modules, str):
+        try:
+            pattern = re.compile(modules)
+        except re.error as error:
+            raise LoRAAdapterError(refuse.message(
+                f"target_modules {quote_value(modules)} is not a regular expression ({error})")) from None
+        return lambda module: pattern.fullmatch(module) is not None
+    if not isinstance(modules, list) or not modules:
         raise LoRAAdapterError(refuse.message(
-            f"target_modules must be a list of module names, got {quote_value(modules)}; allowed: "
-            f"{', '.join(TARGET_MODULES)}"))
+            f"target_modules must be a list of module names or a regular expression, got {quote_value(modules)}; "
+            f"allowed names: {', '.join(TARGET_MODULES)}"))
     unknown = sorted(set(map(str, modules)) - set(TARGET_MODULES))
     if unknown:
         raise LoRAAdapterError(refuse.message(
             f"target module(s) {', '.join(unknown)} cannot be served; allowed: {', '.join(TARGET_MODULES)}"))
-    return set(modules)
+    names = set(modules)
+    return lambda module: module.rpartition(".")[2] in names
 
 
-def _pairs(tensors: dict[str, torch.Tensor], targets: Mapping[str, ProjectionTarget], modules: set[str], rank: int,
-           refuse: _Refusal) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def _pairs(tensors: dict[str, torch.Tensor], targets: Mapping[str, ProjectionTarget], targeted: Callable[[str], bool],
+           rank: int, refuse: _Refusal) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Module name -> (A, B), every shape checked against the base model's projection."""
     found: dict[str, list[torch.Tensor | None]] = {}
     for name, tensor in tensors.items():
-        module, _, matrix = name.removeprefix(_PEFT_PREFIX).partition(".lora_")
+        peft_module, _, matrix = name.removeprefix(_PEFT_PREFIX).partition(".lora_")
         matrix = "lora_" + matrix
         if matrix not in _MATRICES:
             raise LoRAAdapterError(refuse.message(
                 f"tensor {quote_value(name)} is not a LoRA matrix (lora_A.weight or lora_B.weight); embedding "
                 "and bias tensors cannot be served"))
+        if peft_module.startswith(VISION_PREFIXES):
+            raise LoRAAdapterError(refuse.message(
+                f"tensor {quote_value(name)} changes the vision encoder, which takes no adapter here; make the "
+                "adapter for the language model's projections alone (target_modules as a regular expression such "
+                "as '.*language_model.*\\.(q_proj|v_proj)')"))
+        module = ("model." + peft_module.removeprefix(LANGUAGE_MODEL_PREFIX)
+                  if peft_module.startswith(LANGUAGE_MODEL_PREFIX) else peft_module)
         target = targets.get(module)
-        if target is None or module.rpartition(".")[2] not in modules:
+        if target is None or not targeted(peft_module):
             short = module.rpartition(".")[2]
             raise LoRAAdapterError(refuse.message(
                 f"tensor {quote_value(name)} is for module {quote_value(module)}, which the base model has no "
