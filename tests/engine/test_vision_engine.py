@@ -349,3 +349,37 @@ def test_an_adapter_of_the_language_model_equals_peft_beside_images(folder, refe
     make_language_adapter(folder, shape, tmp_path / "vision", ["q_proj", "gate_proj"])  # the encoder has gate_proj
     with pytest.raises(LoRAAdapterError, match="changes the vision encoder, which takes no adapter here"):
         served.engine.add_lora(LoRARequest("vision", 2, str(tmp_path / "vision")))
+
+
+def test_an_image_prompt_the_pool_evicted_comes_back_from_the_host_tier_and_after_a_restart_from_disk(
+        folder, llm, references, tmp_path):
+    """The tiers keep blocks by the block hash, which covers the image: the same image restores, another of its
+    size does not (from memory or, after a restart, from disk), and the tokens stay transformers'."""
+    red, green = references["long_red"], references["long_green"]
+    pool = kv_bytes_for_blocks(llm, 16)
+    settings = {"model": str(folder), "dtype": "float32", "max_context_len": 256, "block_size": BLOCK_SIZE,
+                "kv_cache_memory": pool, "kv_offload_bytes": 4 * pool, "kv_disk_path": str(tmp_path / "blocks")}
+    image_token_id = llm.engine.model_config.vision.image_token_id
+    image_start = red.prompt.token_ids.index(image_token_id)
+    tiered = LLM(**settings)
+    try:
+        assert_matches(run(tiered, [red.prompt])[0].outputs[0], red)
+        for name in ("two", "one", "text"):  # each fills the pool, pushing the first prompt's blocks down a tier
+            run(tiered, [references[name].prompt])
+        again = run(tiered, [red.prompt])[0]
+        assert_matches(again.outputs[0], red)
+        host, _ = tiered.engine.get_stats().kv_tiers
+        assert again.num_cached_tokens > image_start and host.hits > 0  # the image's blocks too, from memory
+        other = run(tiered, [green.prompt])[0]
+        assert_matches(other.outputs[0], green)
+        assert other.num_cached_tokens <= image_start
+    finally:
+        tiered.close()
+    restarted = LLM(**settings)
+    try:
+        from_disk = run(restarted, [red.prompt])[0]
+        assert_matches(from_disk.outputs[0], red)
+        _, disk = restarted.engine.get_stats().kv_tiers
+        assert from_disk.num_cached_tokens > image_start and disk.hits > 0
+    finally:
+        restarted.close()
