@@ -6,11 +6,14 @@ on the same directory, finds what earlier ones wrote without any list being kept
 all (written to a temporary file beside it, then renamed; not flushed with fsync, since a file a crash left short
 fails its checks like any other).
 
-The size cap holds however many processes write: after each write the writer lists the directory and, over the
-cap, removes the least recently used files (by modification time, which a read refreshes) until the total is a
-tenth below it, passing over files another process removed first. Files never change once named, so a listing
-costs one stat per file the writer has not seen before, and the scan by modification time runs once per tenth of
-the cap written.
+The size cap holds however many processes write (up to six; more may pass it by a few of their writes): each
+writer lists the directory once it has written a 64th of the cap since its last listing, and a listing that
+finds more than nine tenths of the cap removes the least recently used files (by modification time, which a read
+refreshes) down to eight tenths, passing over files another process removed first. So after any writer's
+listing the folder holds at most nine tenths, and until the next one each writer adds under a 64th. A listing
+costs one name per file and one stat per file the writer has not seen before, so it runs once per 64th of the
+cap and never per write: at the default cap's hundreds of thousands of files, a listing per write cost more than
+the step it ran in.
 
 A block is read in two moves, so that every rank of a tensor- or pipeline-parallel engine reads its own file
 of it or none does: the engine checks each rank's file at lookup and stages it (a hard link in a staging folder
@@ -33,7 +36,9 @@ from autoglm.runner.kv_tiers.block_file import BlockFileError, block_file_header
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".kvblock"
-TRIM_TO = 0.9  # of the cap: what a trim leaves, so that the next writes do not each trim again
+TRIM_ABOVE = 0.9  # of the cap: a listing that finds more removes files...
+TRIM_TO = 0.8  # ...down to this, so that the next writes do not each trim again
+LIST_EVERY = 1 / 64  # of the cap: what a writer writes between its listings of the folder
 STAGING_PREFIX = ".staging-"
 
 
@@ -75,7 +80,8 @@ class DiskBlockStore:
         self.writable = True
         self.bytes_written = 0
         self.bytes_read = 0
-        self.bytes_stored = 0  # as of the latest listing
+        self.bytes_stored = 0  # as of the latest listing, with this store's writes since
+        self._written_since_listing = 0
         self.num_dropped = 0  # files refused on read
         self._warned_staging = False
         self._sizes: dict[str, int] = {}  # every block file of the latest listing, by name
@@ -167,10 +173,14 @@ class DiskBlockStore:
             self._stop_writing(error)
             return
         self.bytes_written += len(data)
-        self._hold_cap()
+        self.bytes_stored += len(data)
+        self._written_since_listing += len(data)
+        if self._written_since_listing >= LIST_EVERY * self.capacity_bytes:
+            self._hold_cap()
 
     def _hold_cap(self) -> None:
-        """List the folder (whoever wrote it); over the cap, remove the least recently used files."""
+        """List the folder (whoever wrote it); past TRIM_ABOVE of the cap, remove the least recently used files."""
+        self._written_since_listing = 0
         names = set(os.listdir(self.directory))
         self._sizes = {name: size for name, size in self._sizes.items() if name in names}
         for name in names - self._sizes.keys():
@@ -181,7 +191,7 @@ class DiskBlockStore:
             except FileNotFoundError:
                 continue
         self.bytes_stored = sum(self._sizes.values())
-        if self.bytes_stored > self.capacity_bytes:
+        if self.bytes_stored > TRIM_ABOVE * self.capacity_bytes:
             self._trim()
 
     def _trim(self) -> None:

@@ -92,3 +92,22 @@ def test_a_mapped_file_the_temporary_folder_cannot_hold_is_refused_at_start(monk
     monkeypatch.setattr(host_area.os, "posix_fallocate", no_space)
     with pytest.raises(ValueError, match="kv_offload_bytes: cannot reserve .* lower kv_offload_bytes"):
         HostBlockArea(random_pool(AUTO, torch.float32), num_slots=2)
+
+
+def test_writers_list_the_folder_once_per_64th_of_the_cap_and_four_of_them_keep_it(tmp_path, monkeypatch):
+    """A listing per write grew with the folder; four stores writing in turn never pass the cap between them."""
+    block = 1000
+    cap = 200 * (block + 200)  # about 200 files with their headers
+    stores = [DiskBlockStore(tmp_path, capacity_bytes=cap, identity=f"rank {index}".encode(),
+                             staging=f".staging-{index}") for index in range(4)]
+    listings = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: listings.append(path) or real_listdir(path))
+    for number in range(600):
+        store = stores[number % 4]
+        store.write(store.key(number.to_bytes(4, "little")), bytes([number % 251]) * block)
+        held = sum(path.stat().st_size for path in tmp_path.glob("*.kvblock"))
+        assert held <= cap, f"after write {number}: {held} bytes held, the cap is {cap}"
+    # Each store lists after a 64th of the cap (about 3 of its writes): 600 writes, about 200 listings, not 600.
+    assert len(listings) <= 600 // 3 + 4
+    assert sum(path.stat().st_size for path in tmp_path.glob("*.kvblock")) > 0.5 * cap
