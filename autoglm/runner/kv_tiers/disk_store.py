@@ -12,8 +12,8 @@ finds more than nine tenths of the cap removes the least recently used files (by
 refreshes) down to eight tenths, passing over files another process removed first. So after any writer's
 listing the folder holds at most nine tenths, and until the next one each writer adds under a 64th. A listing
 costs one name per file and one stat per file the writer has not seen before, so it runs once per 64th of the
-cap and never per write: at the default cap's hundreds of thousands of files, a listing per write cost more than
-the step it ran in.
+cap and never per write: at the default cap's hundreds of thousands of files, a listing per write would cost
+more than the step it runs in.
 
 A block is read in two moves, so that every rank of a tensor- or pipeline-parallel engine reads its own file
 of it or none does: the engine checks each rank's file at lookup and stages it (a hard link in a staging folder
