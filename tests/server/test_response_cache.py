@@ -62,7 +62,8 @@ def test_a_streamed_hit_streams_the_chunks_a_live_stream_sends(cached_server, ro
     live_header, live = stream(cached_server, body, route)
     hit_header, hit = stream(cached_server, body, route)
     assert (live_header, hit_header) == ("miss", "hit")
-    assert len(hit) > 2  # in chunks, not one piece
+    # Chunk for chunk as the live stream was cut (how many depends on how far the engine ran ahead of the
+    # stream's reads: it merges what was waiting), not one piece.
     assert [without_identity(chunk) for chunk in hit] == [without_identity(chunk) for chunk in live]
     assert len({chunk["id"] for chunk in hit} | {chunk["id"] for chunk in live}) == 2
 
