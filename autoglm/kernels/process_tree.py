@@ -60,9 +60,9 @@ def kill_descendants(pid: int) -> None:
     stay below ``pid`` only while it lives and is a subreaper (see ``become_subreaper``)."""
     deadline = time.monotonic() + KILL_ROUNDS_S
     while (found := descendants(pid)) and time.monotonic() < deadline:
-        for pid in found:
+        for descendant in found:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(descendant, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         time.sleep(0.01)  # lets the killed exit before the next walk
