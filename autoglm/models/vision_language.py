@@ -20,7 +20,7 @@ from autoglm.models.model_config import ModelConfig
 from autoglm.models.mrope import MROPE_AXES, MultimodalRotaryEmbedding
 from autoglm.models.pipeline_stage import OnAnotherStage
 from autoglm.models.vision_towers import vision_tower_config
-from autoglm.models.vision_weights import LANGUAGE_MODEL_PREFIX, VISION_PREFIXES, vision_tower_weights
+from autoglm.models.vision_weights import VISION_PREFIXES, decoder_name, vision_tower_weights
 from autoglm.multimodal import ImageInput
 
 _ENCODER_NAME = "visual"
@@ -93,7 +93,5 @@ class VisionLanguageModel(DecoderForCausalLM):
             if name.startswith(VISION_PREFIXES):
                 for encoder_name, encoder_tensor in self.vision_weights([(name, tensor)]):
                     yield f"{_ENCODER_NAME}.{encoder_name}", encoder_tensor
-            elif name.startswith(LANGUAGE_MODEL_PREFIX):
-                yield "model." + name.removeprefix(LANGUAGE_MODEL_PREFIX), tensor
             else:
-                yield name, tensor
+                yield decoder_name(name), tensor

@@ -14,8 +14,16 @@ from autoglm.models.vision_config import VisionTowerConfig
 
 VISION_PREFIXES = ("model.visual.", "visual.")
 # Transformers 5's prefix of a vision-language model's decoder; the engine names it ``model.`` as a text model's.
-LANGUAGE_MODEL_PREFIX = "model.language_model."
+_LANGUAGE_MODEL_PREFIX = "model.language_model."
 _PATCH_EMBED_WEIGHT = "patch_embed.proj.weight"
+
+
+def decoder_name(name: str) -> str:
+    """A checkpoint's (or a PEFT adapter's) name of a decoder module or tensor as the engine names it: transformers
+    5's ``model.language_model.`` prefix as ``model.``; any other name as it is."""
+    if name.startswith(_LANGUAGE_MODEL_PREFIX):
+        return "model." + name.removeprefix(_LANGUAGE_MODEL_PREFIX)
+    return name
 
 
 def vision_tower_weights(weights: Iterable[tuple[str, torch.Tensor]],

@@ -23,7 +23,7 @@ from autoglm.errors import LoRAAdapterError, LoRAAdapterNotFoundError, quote_val
 from autoglm.lora_adapter import LoRAAdapter
 from autoglm.lora_request import LoRARequest
 from autoglm.models.lora.targets import TARGET_MODULES, ProjectionTarget
-from autoglm.models.vision_weights import LANGUAGE_MODEL_PREFIX, VISION_PREFIXES
+from autoglm.models.vision_weights import VISION_PREFIXES, decoder_name
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -151,8 +151,7 @@ def _pairs(tensors: dict[str, torch.Tensor], targets: Mapping[str, ProjectionTar
                 f"tensor {quote_value(name)} changes the vision encoder, which takes no adapter here; make the "
                 "adapter for the language model's projections alone (target_modules as a regular expression such "
                 "as '.*language_model.*\\.(q_proj|v_proj)')"))
-        module = ("model." + peft_module.removeprefix(LANGUAGE_MODEL_PREFIX)
-                  if peft_module.startswith(LANGUAGE_MODEL_PREFIX) else peft_module)
+        module = decoder_name(peft_module)
         target = targets.get(module)
         if target is None or not targeted(peft_module):
             short = module.rpartition(".")[2]
