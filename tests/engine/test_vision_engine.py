@@ -38,6 +38,7 @@ GREEN_TALL = Image.new("RGB", (56, 84), (20, 180, 40))  # the size of RED_TALL, 
 ONE_IMAGE = "look {image} now"
 TWO_IMAGES = "one {image} two {image} three"
 LONG_AFTER = "see {image} and tell me what it shows in a few words"  # its image lies in full blocks
+IMAGE_PROMPTS = ((ONE_IMAGE, [RED_TALL]), (TWO_IMAGES, [RED_TALL, BLUE_WIDE]))  # one image, then two
 MAX_TOKENS = 6
 SPECULATED_TOKENS = 32
 LOGPROB_TOLERANCE = 1e-4
@@ -94,9 +95,14 @@ def reference(folder, shape):
     return shape.reference_class.from_pretrained(folder).eval(), processor
 
 
+def vision_llm(folder: Path, **settings) -> LLM:
+    """An engine on the tiny checkpoint in float32, blocks of BLOCK_SIZE, with ``settings`` besides."""
+    return LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE, **settings)
+
+
 @pytest.fixture(scope="module")
 def llm(folder):
-    return LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE)
+    return vision_llm(folder)
 
 
 def generate_reference(reference, template: str, image: str, images: list[Image.Image],
@@ -126,9 +132,10 @@ def digest(patches: torch.Tensor) -> bytes:
     return hashlib.sha256(patches.numpy().tobytes()).digest()
 
 
-def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1, max_tokens: int = MAX_TOKENS):
+def run(llm: LLM, prompts: list[TokenizedPrompt], n: int = 1, max_tokens: int = MAX_TOKENS,
+        lora_request: LoRARequest | None = None):
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0, n=n)
-    return llm.generate(prompts, params, use_tqdm=False)
+    return llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request)
 
 
 def assert_matches(completion, expected: Reference) -> None:
@@ -170,8 +177,7 @@ def test_an_image_is_released_by_the_step_that_computes_its_last_placeholder(llm
 
 
 def test_chunked_prefill_splits_the_text_around_images(folder, references):
-    chunked = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
-                  max_num_batched_tokens=5, enable_prefix_caching=False)
+    chunked = vision_llm(folder, max_num_batched_tokens=5, enable_prefix_caching=False)
     for name in ("one", "two"):
         assert_matches(run(chunked, [references[name].prompt])[0].outputs[0], references[name])
 
@@ -206,8 +212,7 @@ def test_the_same_image_hits_the_prefix_cache_and_another_misses(llm, references
 def test_preemption_recomputes_the_same_tokens(folder, llm, references):
     names = ["two", "long_red", "one"]
     prompt_blocks = sum(-(-len(references[name].prompt.token_ids) // BLOCK_SIZE) for name in names)
-    tight = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
-                kv_cache_memory=kv_bytes_for_blocks(llm, prompt_blocks), enable_prefix_caching=False)
+    tight = vision_llm(folder, kv_cache_memory=kv_bytes_for_blocks(llm, prompt_blocks), enable_prefix_caching=False)
     outputs = run(tight, [references[name].prompt for name in names])
     assert tight.engine.scheduler.num_preemptions > 0
     for name, output in zip(names, outputs):
@@ -256,8 +261,7 @@ def test_two_ranks_equal_transformers(folder, references, parallelism):
     """Tensor-parallel ranks each encode the step's images (the encoder whole on every rank) and hold half the
     decoder; of two pipeline stages the first holds the encoder and the embedding, and both turn by the
     three-axis positions. Chunked, so that an image's rows and its prompt's positions span steps."""
-    parallel = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
-                   max_num_batched_tokens=5, **parallelism)
+    parallel = vision_llm(folder, max_num_batched_tokens=5, **parallelism)
     try:
         names = ["one", "two", "text"]
         for name, output in zip(names, run(parallel, [references[name].prompt for name in names])):
@@ -305,11 +309,10 @@ def test_the_hub_spelling_of_multimodal_rotary_reads_as_the_default_frequencies(
 def test_ngram_speculation_over_images_keeps_the_tokens(folder, reference, shape):
     """Draft tokens after an image turn by the prompt's position delta, as the tokens they stand for; long enough
     outputs that the tiny model repeats itself, so that n-grams propose."""
-    speculating = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE,
-                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
-                                          "prompt_lookup_max": 2})
+    speculating = vision_llm(folder, speculative_config={"method": "ngram", "num_speculative_tokens": 3,
+                                                         "prompt_lookup_min": 1, "prompt_lookup_max": 2})
     expected = [generate_reference(reference, template, shape.image, images, max_tokens=SPECULATED_TOKENS)
-                for template, images in ((ONE_IMAGE, [RED_TALL]), (TWO_IMAGES, [RED_TALL, BLUE_WIDE]))]
+                for template, images in IMAGE_PROMPTS]
     outputs = run(speculating, [entry.prompt for entry in expected], max_tokens=SPECULATED_TOKENS)
     for output, entry in zip(outputs, expected):
         assert_matches(output.outputs[0], entry)
@@ -329,21 +332,19 @@ def make_language_adapter(folder: Path, shape: Shape, path: Path, targets: str |
     return peft_model.eval()
 
 
-def test_an_adapter_of_the_language_model_equals_peft_beside_images(folder, reference, shape, tmp_path):
+def test_an_adapter_of_the_language_model_equals_peft_beside_images(folder, reference, references, shape, tmp_path):
     """PEFT names a vision-language model's decoder under model.language_model.; the adapter is served on the
     decoder as transformers + PEFT computes it, images and all. One that changes the vision encoder is refused."""
     peft_model = make_language_adapter(folder, shape, tmp_path / "language", r".*language_model.*\.(q_proj|v_proj|"
                                                                               r"o_proj|gate_proj|down_proj)")
     processor = reference[1]
     expected = [generate_reference((peft_model, processor), template, shape.image, images)
-                for template, images in ((ONE_IMAGE, [RED_TALL]), (TWO_IMAGES, [RED_TALL, BLUE_WIDE]))]
-    base = [generate_reference(reference, ONE_IMAGE, shape.image, [RED_TALL])]
-    assert expected[0].token_ids != base[0].token_ids or expected[0].logprobs != base[0].logprobs
-    served = LLM(model=str(folder), dtype="float32", max_context_len=256, block_size=BLOCK_SIZE, enable_lora=True,
-                 max_lora_rank=8)
+                for template, images in IMAGE_PROMPTS]
+    base = references["one"]  # the same prompt without the adapter
+    assert expected[0].token_ids != base.token_ids or expected[0].logprobs != base.logprobs
+    served = vision_llm(folder, enable_lora=True, max_lora_rank=8)
     adapter = LoRARequest("language", 1, str(tmp_path / "language"))
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=0)
-    outputs = served.generate([entry.prompt for entry in expected], params, use_tqdm=False, lora_request=adapter)
+    outputs = run(served, [entry.prompt for entry in expected], lora_request=adapter)
     for output, entry in zip(outputs, expected):
         assert_matches(output.outputs[0], entry)
     make_language_adapter(folder, shape, tmp_path / "vision", ["q_proj", "gate_proj"])  # the encoder has gate_proj
@@ -357,11 +358,10 @@ def test_an_image_prompt_the_pool_evicted_comes_back_from_the_host_tier_and_afte
     size does not (from memory or, after a restart, from disk), and the tokens stay transformers'."""
     red, green = references["long_red"], references["long_green"]
     pool = kv_bytes_for_blocks(llm, 16)
-    settings = {"model": str(folder), "dtype": "float32", "max_context_len": 256, "block_size": BLOCK_SIZE,
-                "kv_cache_memory": pool, "kv_offload_bytes": 4 * pool, "kv_disk_path": str(tmp_path / "blocks")}
+    tiers = {"kv_cache_memory": pool, "kv_offload_bytes": 4 * pool, "kv_disk_path": str(tmp_path / "blocks")}
     image_token_id = llm.engine.model_config.vision.image_token_id
     image_start = red.prompt.token_ids.index(image_token_id)
-    tiered = LLM(**settings)
+    tiered = vision_llm(folder, **tiers)
     try:
         assert_matches(run(tiered, [red.prompt])[0].outputs[0], red)
         for name in ("two", "one", "text"):  # each fills the pool, pushing the first prompt's blocks down a tier
@@ -375,7 +375,7 @@ def test_an_image_prompt_the_pool_evicted_comes_back_from_the_host_tier_and_afte
         assert other.num_cached_tokens <= image_start
     finally:
         tiered.close()
-    restarted = LLM(**settings)
+    restarted = vision_llm(folder, **tiers)
     try:
         from_disk = run(restarted, [red.prompt])[0]
         assert_matches(from_disk.outputs[0], red)

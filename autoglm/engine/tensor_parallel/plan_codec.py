@@ -172,7 +172,7 @@ def encode_plan(plan: StepPlan) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _write_images(out: _Writer, plan: StepPlan) -> None:
-    """A vision step's positions, images and rows; three zeros for a step without images."""
+    """A vision step's positions, images, rows and drops; four zero counts for a step without images."""
     out.ints([int(plan.mrope_positions is not None)])
     if plan.mrope_positions is not None:
         out.tensor(plan.mrope_positions)
